@@ -1,0 +1,60 @@
+# gend — see README.md. Every target works on a fresh Debian machine with Go 1.26.
+SHELL := /bin/bash
+GO ?= go
+export CGO_ENABLED := 1
+export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
+BIN := bin
+TEST_TIMEOUT ?= 12m
+
+.PHONY: all build test test-unit test-e2e demo bench bench-sim bench-scheduler bench-eta bench-scale bench-controller lint fuzz deps clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/gend ./cmd/gend
+	$(GO) build -o $(BIN)/genctl ./cmd/genctl
+	$(GO) build -o $(BIN)/gensim ./cmd/gensim
+
+# Test dependencies (Debian's prometheus package for promtool and the real
+# Prometheus scrape test). Installs only what is missing.
+deps:
+	@bash scripts/test-deps.sh
+
+# Everything CI runs: vet, unit tests with -race (fuzz seed corpora included),
+# end-to-end tests on the real binaries.
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+demo: build
+	@bash scripts/demo.sh
+
+bench: bench-sim bench-controller bench-scheduler bench-eta
+
+bench-sim: build
+	$(BIN)/gensim bench
+
+bench-controller: build
+	$(GO) run ./internal/bench/cmd/benchctl controller
+
+bench-scheduler: build
+	$(GO) run ./internal/bench/cmd/benchctl scheduler
+
+bench-eta: build
+	$(GO) run ./internal/bench/cmd/benchctl eta
+
+bench-scale: build
+	$(GO) run ./internal/bench/cmd/benchctl scale
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 20s ./internal/input/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeJob -fuzztime 20s ./internal/spec/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeResize -fuzztime 10s ./internal/spec/
+
+clean:
+	rm -rf $(BIN) demo

@@ -1,0 +1,148 @@
+// Command gend is the generation daemon: it runs offline LLM generation
+// jobs against a fleet of SGLang/vLLM servers. See DESIGN.md and docs/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gend-dev/gend/api"
+	"github.com/gend-dev/gend/internal/daemon"
+	"github.com/gend-dev/gend/internal/spec"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stderr, os.Getenv)) }
+
+type options struct {
+	listen, stateDir, config, tokenFile, nvml, logFormat, logLevel, s3Endpoint string
+	drainTimeout, controlPeriod                                                 time.Duration
+}
+
+func run(args []string, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("gend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	env := func(name, def string) string {
+		if v := getenv("GEND_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+			return v
+		}
+		return def
+	}
+	envDur := func(name string, def time.Duration) time.Duration {
+		if v := env(name, ""); v != "" {
+			if d, err := time.ParseDuration(v); err == nil {
+				return d
+			}
+		}
+		return def
+	}
+	fs.StringVar(&o.listen, "listen", env("listen", "127.0.0.1:9410"), "API and /metrics address (GEND_LISTEN)")
+	fs.StringVar(&o.stateDir, "state-dir", env("state-dir", "./gend-state"), "durable daemon state (GEND_STATE_DIR)")
+	fs.StringVar(&o.config, "config", env("config", ""), "YAML fleet config (GEND_CONFIG)")
+	fs.StringVar(&o.tokenFile, "token-file", env("token-file", ""), "file holding the bearer token for mutating requests (GEND_TOKEN_FILE; or GEND_TOKEN)")
+	fs.StringVar(&o.nvml, "nvml", env("nvml", "auto"), "GPU telemetry: auto, off, or sim (read gensim's /sim/gpu) (GEND_NVML)")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", envDur("drain-timeout", 2*time.Minute), "on SIGTERM, how long in-flight requests may finish (GEND_DRAIN_TIMEOUT)")
+	fs.StringVar(&o.logFormat, "log-format", env("log-format", "json"), "json or console (GEND_LOG_FORMAT)")
+	fs.StringVar(&o.logLevel, "log-level", env("log-level", "info"), "debug, info, warn, error (GEND_LOG_LEVEL)")
+	fs.StringVar(&o.s3Endpoint, "s3-endpoint", env("s3-endpoint", ""), "S3 endpoint URL (GEND_S3_ENDPOINT; default AWS or AWS_ENDPOINT_URL)")
+	fs.DurationVar(&o.controlPeriod, "control-period", envDur("control-period", 500*time.Millisecond), "scheduler control period (GEND_CONTROL_PERIOD)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gend: unexpected arguments: %v\n", fs.Args())
+		return 2
+	}
+	log, err := newLogger(o.logFormat, o.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gend: %v\n", err)
+		return 2
+	}
+	token, err := readToken(getenv("GEND_TOKEN"), o.tokenFile)
+	if err != nil {
+		log.Error().Err(err).Msg("token")
+		return 1
+	}
+	switch o.nvml {
+	case "auto", "off", "sim":
+	default:
+		log.Error().Str("nvml", o.nvml).Msg("--nvml must be auto, off or sim")
+		return 2
+	}
+	var cfg api.Config
+	if o.config != "" {
+		raw, err := os.ReadFile(o.config)
+		if err != nil {
+			log.Error().Err(err).Msg("read config")
+			return 1
+		}
+		if cfg, err = spec.DecodeConfig(raw); err != nil {
+			log.Error().Err(err).Str("config", o.config).Msg("invalid config")
+			return 1
+		}
+	}
+	d, err := daemon.New(daemon.Options{Listen: o.listen, StateDir: o.stateDir, Config: cfg, Token: token, NVML: o.nvml,
+		DrainTimeout: o.drainTimeout, S3Endpoint: o.s3Endpoint, Logger: log, ControlPeriod: o.controlPeriod})
+	if err != nil {
+		log.Error().Err(err).Msg("start")
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		log.Error().Err(err).Msg("gend")
+		return 1
+	}
+	return 0
+}
+
+func newLogger(format, level string, w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Str("component", "gend").Logger(), nil
+}
+
+// readToken takes GEND_TOKEN or the token file; both given and different is an error.
+func readToken(env, file string) (string, error) {
+	var fromFile string
+	if file != "" {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read token file: %w", err)
+		}
+		fromFile = strings.TrimSpace(string(raw))
+		if fromFile == "" {
+			return "", fmt.Errorf("token file %s is empty", file)
+		}
+	}
+	env = strings.TrimSpace(env)
+	if env != "" && fromFile != "" && env != fromFile {
+		return "", errors.New("GEND_TOKEN and --token-file are both set and differ: keep one")
+	}
+	if env != "" {
+		return env, nil
+	}
+	return fromFile, nil
+}

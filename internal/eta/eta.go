@@ -1,0 +1,467 @@
+package eta
+
+import (
+	"math"
+)
+
+// Options configure an Estimator.
+type Options struct {
+	// MaxTokens is the job's cap on output tokens (0 = unknown); no output is
+	// longer, and requests that reach it finish with finish_reason "length".
+	MaxTokens int
+	// SoloSpeedup is the prior ratio of one request's decode speed when it
+	// runs alone to its speed in a full batch, used for the end of the job
+	// until the speeds measured while the fleet drains replace it. 0 means 1.5.
+	SoloSpeedup float64
+}
+
+// State is what the daemon knows right now.
+type State struct {
+	Elapsed    float64 // seconds of running time so far (paused time excluded)
+	NotStarted int64   // requests not yet dispatched (including queued retries)
+	// InFlight holds, per in-flight request, a lower bound on its output
+	// tokens so far (tokens streamed, or time decoding × per-request rate).
+	InFlight     []float64
+	TokensPerSec float64 // fleet output throughput now (smoothed counters)
+	Concurrency  float64 // fleet running-batch capacity (requests the servers run at once)
+	// PerRequestTokPerSec is one request's decode speed at the current batch
+	// (TokensPerSec / running), 0 if unknown.
+	PerRequestTokPerSec float64
+}
+
+// Result is one estimate. Seconds are from now.
+type Result struct {
+	Seconds, LowSeconds, HighSeconds float64 // point and a ~90 % interval
+	RemainingTokens                  float64
+	MeanOutputTokens                 float64 // estimated mean of the output-length distribution
+	Naive                            float64 // remaining requests / completion rate so far
+	// DrainSeconds is the part of Seconds spent after the queue empties,
+	// when fewer requests remain than the fleet runs at once.
+	DrainSeconds float64
+	OK           bool // false until there is enough signal (then Seconds etc. are 0)
+}
+
+const (
+	// minCompleted finished requests before an estimate is offered.
+	minCompleted = 20
+	// minAtRisk is the number of requests still at risk below which the
+	// nonparametric body hands over to the fitted tail.
+	minAtRisk = 40
+	// z90 is the two-sided 90 % normal quantile.
+	z90 = 1.645
+	// modelShare is the relative sd given to the part of the mean that
+	// lies beyond the data (the fitted tail), for the chance that the tail
+	// is not lognormal.
+	modelShare = 0.25
+	// settleSeconds after the fleet fills, throughput samples are trusted.
+	settleSeconds = 30.0
+	// speedTau is the time constant (s) of the throughput-variability EWMA.
+	speedTau = 120.0
+)
+
+// Estimator estimates a job's remaining time. Create it with New; it is not
+// safe for concurrent use (see the package doc).
+type Estimator struct {
+	opts Options
+	b    bins
+	hist [numBins]lengthBin
+
+	completed int64
+	tokens    float64 // Σ output tokens of completed requests
+
+	// Throughput variability: EWMA of ln(TokensPerSec) and of its squared
+	// deviation.
+	lastElapsed     float64
+	lnTMean, lnTVar float64
+	haveT           bool
+	fit             lognormal
+	speed           speedModel
+	ctx             ctxModel
+	saturatedSince  float64          // running time since when the fleet is full, -1 when not
+	scratchC        [numBins]float64 // in-flight count per bin
+	scratchCX       [numBins]float64 // Σ lower bound per bin
+	scratchCY       [numBins]float64 // Σ ln lower bound per bin
+	samples         []fitSample
+	surv            [numBins + 1]float64
+	area            [numBins + 1]float64 // area[j] = ∫_{edge j}^{max} S
+	spliceBin       int
+	groups          []drainGroup
+}
+
+// New returns an Estimator for one job.
+func New(opts Options) *Estimator {
+	max := float64(opts.MaxTokens)
+	if max <= 1 {
+		max = uncappedMax
+	}
+	if opts.SoloSpeedup < 1 {
+		opts.SoloSpeedup = 1.5
+	}
+	return &Estimator{opts: opts, b: newBins(max), samples: make([]fitSample, 0, 3*numBins), saturatedSince: -1}
+}
+
+// Completed records one finished request: its output tokens and whether it
+// stopped at the length cap.
+func (e *Estimator) Completed(outputTokens int, finishedByLength bool) {
+	x := float64(outputTokens)
+	if x < 0 {
+		x = 0
+	}
+	if x > e.b.max {
+		x = e.b.max
+	}
+	j := e.b.index(x)
+	y := logLen(x)
+	hb := &e.hist[j]
+	if finishedByLength || (e.opts.MaxTokens > 0 && outputTokens >= e.opts.MaxTokens) {
+		hb.lenN++
+		hb.lenSY += y
+		hb.lenSX += x
+	} else {
+		hb.n++
+		hb.sy += y
+		hb.syy += y * y
+		hb.sx += x
+	}
+	e.completed++
+	e.tokens += x
+}
+
+// Estimate returns the remaining time given the job's state now. It costs
+// O(len(s.InFlight)) plus a bounded amount of work on the length summary.
+func (e *Estimator) Estimate(s State) Result {
+	var res Result
+	nIF := float64(len(s.InFlight))
+	remainingReq := float64(s.NotStarted) + nIF
+	if e.completed > 0 && s.Elapsed > 0 {
+		res.Naive = remainingReq / (float64(e.completed) / s.Elapsed)
+	}
+	if remainingReq == 0 {
+		res.OK = e.completed > 0
+		res.MeanOutputTokens = e.meanCompleted()
+		return res
+	}
+	// Speed now: the current batch and one request's decode speed in it.
+	running := nIF
+	v := s.PerRequestTokPerSec
+	if v > 0 && s.TokensPerSec > 0 {
+		running = s.TokensPerSec / v
+	} else if running > 0 {
+		v = s.TokensPerSec / running
+	}
+	full := math.Max(s.Concurrency, nIF)
+	ctxNow := meanOf(s.InFlight)
+	if running >= 1 && v > 0 {
+		saturated := s.NotStarted > 0 && running >= 0.9*full
+		if !saturated {
+			e.saturatedSince = -1
+		} else if e.saturatedSince < 0 {
+			e.saturatedSince = s.Elapsed
+		}
+		// Skip the first settleSeconds of a full fleet: the daemon's
+		// smoothed throughput still remembers the ramp.
+		settled := saturated && s.Elapsed-e.saturatedSince >= settleSeconds
+		if settled {
+			e.observeThroughput(s)
+			e.ctx.observe(ctxNow, 1/v)
+		}
+		// The speed law is learnt from a full fleet and from the drain,
+		// never from the ramp at the start.
+		if settled || s.NotStarted == 0 {
+			e.speed.observe(running, v, full, s.NotStarted == 0)
+		}
+	}
+	if e.completed < minCompleted || s.TokensPerSec <= 0 || s.Elapsed <= 0 || running < 1 || v <= 0 {
+		return res
+	}
+	e.binInFlight(s.InFlight)
+	if !e.fitTail() {
+		return res
+	}
+	w := e.work(e.fit, s.NotStarted)
+	res.MeanOutputTokens = w.mean
+	res.RemainingTokens = w.total
+
+	// Seconds per token grow with the context the batch reads (KV): a
+	// young job decodes faster than the same job in steady state, when the
+	// mean age of a running request is w.eqMean.
+	ctxFactor := 1.0
+	if s.NotStarted > 0 {
+		ctxFactor = e.ctx.factor(ctxNow, w.eqMean)
+	}
+	kappa, kSlow, kFast := e.speed.kappas(e.opts.SoloSpeedup, math.Max(e.speed.full, full))
+	ts := e.timeline(w, s.NotStarted, full, running, v, ctxFactor, [3]float64{kappa, kFast, kSlow})
+	t, tFast, tSlow := ts[0], ts[1], ts[2]
+
+	// Uncertainty of the remaining work: parameter uncertainty of the tail
+	// (delta method), the nonparametric body (Greenwood), the model risk
+	// of the extrapolated tail, and the randomness of the lengths to come.
+	varW := e.paramVarW(s.NotStarted, w.total)
+	q := float64(s.NotStarted)
+	varW += q * q * e.bodyVarMean()
+	ext := modelShare * e.area[e.spliceBin] / w.mean
+	varW += ext * ext * w.total * w.total
+	varW += (q + nIF) * w.varLen
+	sdW := math.Sqrt(varW) / w.total
+	sdT := math.Sqrt(e.lnTVar)
+	sdC := math.Abs(math.Log(ctxFactor)) / 2
+	sd := math.Sqrt(sdW*sdW + sdT*sdT + sdC*sdC + 0.03*0.03)
+
+	lo := math.Min(t.main, tFast.main)*math.Exp(-z90*sd) + math.Min(t.drain, tFast.drain)*math.Exp(-z90*sd)
+	hi := math.Max(t.main, tSlow.main)*math.Exp(z90*sd) + math.Max(t.drain, tSlow.drain)*math.Exp(z90*sd)
+
+	res.Seconds = t.main + t.drain
+	res.DrainSeconds = t.drain
+	res.LowSeconds = math.Min(lo, res.Seconds)
+	res.HighSeconds = math.Max(hi, res.Seconds)
+	res.OK = true
+	return res
+}
+
+func meanOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+func (e *Estimator) meanCompleted() float64 {
+	if e.completed == 0 {
+		return 0
+	}
+	return e.tokens / float64(e.completed)
+}
+
+// observeThroughput tracks how much ln(TokensPerSec) varies over time.
+func (e *Estimator) observeThroughput(s State) {
+	if s.TokensPerSec <= 0 {
+		return
+	}
+	x := math.Log(s.TokensPerSec)
+	if !e.haveT {
+		e.lnTMean, e.lnTVar, e.haveT = x, 0.01, true
+		e.lastElapsed = s.Elapsed
+		return
+	}
+	dt := s.Elapsed - e.lastElapsed
+	if dt <= 0 {
+		return
+	}
+	e.lastElapsed = s.Elapsed
+	a := 1 - math.Exp(-dt/speedTau)
+	d := x - e.lnTMean
+	e.lnTMean += a * d
+	e.lnTVar = (1 - a) * (e.lnTVar + a*d*d)
+}
+
+// binInFlight bins the in-flight lower bounds.
+func (e *Estimator) binInFlight(inFlight []float64) {
+	e.scratchC = [numBins]float64{}
+	e.scratchCX = [numBins]float64{}
+	e.scratchCY = [numBins]float64{}
+	for _, l := range inFlight {
+		if !(l > 0) {
+			l = 0
+		}
+		if l >= e.b.max {
+			l = e.b.max * (1 - 1e-9)
+		}
+		j := e.b.index(l)
+		e.scratchC[j]++
+		e.scratchCX[j] += l
+		e.scratchCY[j] += logLen(l)
+	}
+}
+
+// fitTail fits the censored lognormal to everything known.
+func (e *Estimator) fitTail() bool {
+	e.samples = e.samples[:0]
+	var n, sy, syy float64
+	for j := range e.hist {
+		hb := &e.hist[j]
+		if hb.n > 0 {
+			e.samples = append(e.samples, fitSample{n: float64(hb.n), sy: hb.sy, syy: hb.syy})
+			n += float64(hb.n)
+			sy += hb.sy
+			syy += hb.syy
+		}
+		if hb.lenN > 0 {
+			e.samples = append(e.samples, fitSample{n: float64(hb.lenN), sy: hb.lenSY, censored: true})
+		}
+		// In-flight requests below one token carry no information.
+		if c := e.scratchC[j]; c > 0 && e.b.edges[j+1] > 1 {
+			e.samples = append(e.samples, fitSample{n: c, sy: e.scratchCY[j], censored: true})
+		}
+	}
+	mu0, sig0 := e.fit.mu, e.fit.sigma
+	if !e.fit.ok {
+		if n < 2 {
+			return false
+		}
+		mu0 = sy / n
+		sig0 = math.Sqrt(math.Max(syy/n-mu0*mu0, 0.01))
+	}
+	f := fitLognormal(e.samples, mu0, sig0)
+	if !f.ok {
+		return false
+	}
+	e.fit = f
+	return true
+}
+
+// workEstimate is the remaining work under one fitted tail.
+type workEstimate struct {
+	mean   float64 // E[min(L, cap)]
+	varLen float64 // Var[min(L, cap)]
+	total  float64 // remaining tokens: queue × mean + Σ in-flight residuals
+	eqMean float64 // mean residual of a request in flight in steady state
+}
+
+// work builds the survival curve (actuarial body, fitted tail) into
+// e.surv/e.area and returns the remaining work.
+func (e *Estimator) work(f lognormal, notStarted int64) workEstimate {
+	// At-risk counts from the top.
+	var atRisk [numBins + 1]float64
+	for j := numBins - 1; j >= 0; j-- {
+		hb := &e.hist[j]
+		atRisk[j] = atRisk[j+1] + float64(hb.n+hb.lenN) + e.scratchC[j]
+	}
+	e.surv[0] = 1
+	splice := numBins
+	for j := 0; j < numBins; j++ {
+		hb := &e.hist[j]
+		d := float64(hb.n + hb.lenN)
+		n := atRisk[j] - e.scratchC[j]/2
+		if n < minAtRisk {
+			splice = j
+			break
+		}
+		e.surv[j+1] = e.surv[j] * math.Max(0, 1-d/n)
+	}
+	e.spliceBin = splice
+	if splice < numBins {
+		base := f.survival(e.b.edges[splice])
+		for j := splice + 1; j <= numBins; j++ {
+			r := 0.0
+			if base > 0 {
+				r = f.survival(e.b.edges[j]) / base
+			}
+			e.surv[j] = e.surv[splice] * r
+		}
+	}
+	// Areas (trapezoid in each bin; the cap mass sits at max, so ∫_0^max S
+	// is E[min(L, max)]) and the second moment for the variance.
+	e.area[numBins] = 0
+	var m2 float64 // ∫ 2x S(x) dx = E[min(L,max)²]
+	var eq float64 // ∫ area(x) dx = E[min(L,max)²]/2
+	for j := numBins - 1; j >= 0; j-- {
+		w := e.b.edges[j+1] - e.b.edges[j]
+		a := (e.surv[j] + e.surv[j+1]) / 2 * w
+		e.area[j] = e.area[j+1] + a
+		m2 += 2 * e.b.centers[j] * a
+		eq += (e.area[j] + e.area[j+1]) / 2 * w
+	}
+	mean := e.area[0]
+	out := workEstimate{mean: mean, varLen: math.Max(m2-mean*mean, 0)}
+	if mean > 0 {
+		out.eqMean = eq / mean
+	}
+	out.total = float64(notStarted) * mean
+	for j := 0; j < numBins; j++ {
+		if c := e.scratchC[j]; c > 0 {
+			out.total += c * e.residual(e.scratchCX[j]/c)
+		}
+	}
+	return out
+}
+
+// survAt is S(x) from the current curve (linear within a bin).
+func (e *Estimator) survAt(x float64) float64 {
+	if x >= e.b.max {
+		return 0
+	}
+	if x <= 0 {
+		return 1
+	}
+	j := e.b.index(x)
+	lo, hi := e.b.edges[j], e.b.edges[j+1]
+	f := (x - lo) / (hi - lo)
+	return e.surv[j] + f*(e.surv[j+1]-e.surv[j])
+}
+
+// areaAt is ∫_x^max S.
+func (e *Estimator) areaAt(x float64) float64 {
+	if x >= e.b.max {
+		return 0
+	}
+	if x <= 0 {
+		return e.area[0]
+	}
+	j := e.b.index(x)
+	hi := e.b.edges[j+1]
+	return e.area[j+1] + (e.survAt(x)+e.surv[j+1])/2*(hi-x)
+}
+
+// residual is E[min(L,max) − l | L > l].
+func (e *Estimator) residual(l float64) float64 {
+	sl := e.survAt(l)
+	if sl < 1e-12 {
+		// Beyond everything seen and fitted: assume it ends soon, but
+		// not later than the cap.
+		return math.Min(e.b.max-l, math.Max(1, 0.1*l))
+	}
+	return math.Min(e.areaAt(l)/sl, e.b.max-l)
+}
+
+// paramVarW is the delta-method variance of the remaining work from the
+// covariance of the fitted (μ, σ). It rebuilds the curve, so it restores
+// it at the end.
+func (e *Estimator) paramVarW(notStarted int64, w0 float64) float64 {
+	f := e.fit
+	hm := math.Max(math.Sqrt(f.cov[0]), 1e-3)
+	hs := math.Max(math.Sqrt(f.cov[2]), 1e-3)
+	diff := func(dmu, dsig float64) float64 {
+		p := f
+		p.mu += dmu
+		p.sigma = math.Max(p.sigma+dsig, 0.02)
+		m := f
+		m.mu -= dmu
+		m.sigma = math.Max(m.sigma-dsig, 0.02)
+		return e.work(p, notStarted).total - e.work(m, notStarted).total
+	}
+	gm := diff(hm, 0) / (2 * hm)
+	gs := diff(0, hs) / (2 * hs)
+	e.work(f, notStarted) // restore the point curve
+	v := gm*gm*f.cov[0] + 2*gm*gs*f.cov[1] + gs*gs*f.cov[2]
+	if !(v >= 0) {
+		return w0 * w0
+	}
+	return v
+}
+
+// bodyVarMean is the Greenwood-type variance of the mean's nonparametric
+// part: Σ area-to-the-right² × d / (n (n − d)).
+func (e *Estimator) bodyVarMean() float64 {
+	var atRisk float64
+	for j := numBins - 1; j >= e.spliceBin && j >= 0; j-- {
+		hb := &e.hist[j]
+		atRisk += float64(hb.n+hb.lenN) + e.scratchC[j]
+	}
+	var v float64
+	for j := e.spliceBin - 1; j >= 0; j-- {
+		hb := &e.hist[j]
+		d := float64(hb.n + hb.lenN)
+		atRisk += d + e.scratchC[j]
+		n := atRisk - e.scratchC[j]/2
+		if d == 0 || n <= d {
+			continue
+		}
+		a := e.area[j+1]
+		v += a * a * d / (n * (n - d))
+	}
+	return v
+}
