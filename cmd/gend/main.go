@@ -25,7 +25,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stderr, os.Getenv)) }
 
 type options struct {
 	listen, stateDir, config, tokenFile, nvml, logFormat, logLevel, s3Endpoint string
-	drainTimeout, controlPeriod                                                 time.Duration
+	drainTimeout, controlPeriod                                                time.Duration
 }
 
 func run(args []string, stderr io.Writer, getenv func(string) string) int {

@@ -39,15 +39,15 @@ type streamChunk struct {
 func readStream(ctx context.Context, body io.Reader, onTokens func(int)) (Response, error) {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var (
-		id, object, model            string
-		created                      int64
-		content, reasoning, text     strings.Builder
-		hasReasoning, isCompletion   bool
-		finish                       *string
-		matched                      json.RawMessage
-		usageRaw                     json.RawMessage
-		chunks                       int
-		done                         bool
+		id, object, model          string
+		created                    int64
+		content, reasoning, text   strings.Builder
+		hasReasoning, isCompletion bool
+		finish                     *string
+		matched                    json.RawMessage
+		usageRaw                   json.RawMessage
+		chunks                     int
+		done                       bool
 	)
 	for !done {
 		line, err := br.ReadBytes('\n')

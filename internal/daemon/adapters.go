@@ -113,24 +113,24 @@ func (e events) ServerState(server, state, reason string) {
 // own counters (what the GPUs produce, including unfinished requests) and
 // completions seen by gend.
 type throughput struct {
-	mu   sync.Mutex
-	srv  map[string]*srvRate
+	mu  sync.Mutex
+	srv map[string]*srvRate
 }
 
 type srvRate struct {
-	lastGen   float64
-	lastAt    time.Time
-	genRate   float64 // EWMA tok/s from generation_tokens_total
-	doneTok   int64
-	doneReq   int64
-	errs      int64
-	lastDone  [3]int64
-	tokens    float64 // EWMA of completed tokens/s
-	requests  float64
-	errors    float64
-	running   int
-	seen      bool
-	retr      []retrSample
+	lastGen  float64
+	lastAt   time.Time
+	genRate  float64 // EWMA tok/s from generation_tokens_total
+	doneTok  int64
+	doneReq  int64
+	errs     int64
+	lastDone [3]int64
+	tokens   float64 // EWMA of completed tokens/s
+	requests float64
+	errors   float64
+	running  int
+	seen     bool
+	retr     []retrSample
 }
 
 type retrSample struct {

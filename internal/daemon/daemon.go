@@ -245,7 +245,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Unlock()
 
 	d.http = &http.Server{
-		Handler: httpapi.New(d, httpapi.Options{Token: d.opts.Token, Registry: d.reg, Gatherer: d.reg, Logger: d.log}),
+		Handler:           httpapi.New(d, httpapi.Options{Token: d.opts.Token, Registry: d.reg, Gatherer: d.reg, Logger: d.log}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}

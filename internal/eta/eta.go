@@ -53,6 +53,10 @@ const (
 	// lies beyond the data (the fitted tail), for the chance that the tail
 	// is not lognormal.
 	modelShare = 0.25
+	// truncAt is the quantile above which the tail is fitted; minTailEvents
+	// finished requests above it are needed, else everything is fitted.
+	truncAt       = 0.3
+	minTailEvents = 30
 	// settleSeconds after the fleet fills, throughput samples are trusted.
 	settleSeconds = 30.0
 	// speedTau is the time constant (s) of the throughput-variability EWMA.
@@ -280,8 +284,16 @@ func (e *Estimator) binInFlight(inFlight []float64) {
 // fitTail fits the censored lognormal to everything known.
 func (e *Estimator) fitTail() bool {
 	e.samples = e.samples[:0]
+	// Fit the upper part of the distribution only (left-truncated at the
+	// quantile truncAt of the actuarial estimate): the fit is used only to
+	// extrapolate the tail, and the body's shape should not bend it.
+	start, above, eventsAbove := e.truncationBin()
+	if start > 0 {
+		e.samples = append(e.samples, fitSample{n: -above, sy: -above * math.Log(e.b.edges[start]), censored: true})
+	}
+	_ = eventsAbove
 	var n, sy, syy float64
-	for j := range e.hist {
+	for j := start; j < numBins; j++ {
 		hb := &e.hist[j]
 		if hb.n > 0 {
 			e.samples = append(e.samples, fitSample{n: float64(hb.n), sy: hb.sy, syy: hb.syy})
@@ -311,6 +323,37 @@ func (e *Estimator) fitTail() bool {
 	}
 	e.fit = f
 	return true
+}
+
+// truncationBin returns the first bin at or above the truncAt quantile of
+// the actuarial estimate, the number of observations from it on, and the
+// finished ones among them; 0 when too few would remain to fit.
+func (e *Estimator) truncationBin() (int, float64, float64) {
+	if truncAt <= 0 {
+		return 0, 0, 0
+	}
+	var atRisk, events [numBins + 1]float64
+	for j := numBins - 1; j >= 0; j-- {
+		hb := &e.hist[j]
+		events[j] = events[j+1] + float64(hb.n+hb.lenN)
+		atRisk[j] = atRisk[j+1] + float64(hb.n+hb.lenN) + e.scratchC[j]
+	}
+	surv := 1.0
+	for j := 0; j < numBins; j++ {
+		if surv <= 1-truncAt {
+			if events[j] < minTailEvents {
+				return 0, 0, 0
+			}
+			return j, atRisk[j], events[j]
+		}
+		hb := &e.hist[j]
+		n := atRisk[j] - e.scratchC[j]/2
+		if n <= 0 {
+			break
+		}
+		surv *= math.Max(0, 1-float64(hb.n+hb.lenN)/n)
+	}
+	return 0, 0, 0
 }
 
 // workEstimate is the remaining work under one fitted tail.

@@ -57,3 +57,19 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValid checks that the validator agrees with json.Valid.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, `{"a":[1,-0.5e+3,true,false,null,"\u00e9\n"]}`, ` {"a" : {"b":[]} } `,
+		`{"a":}`, `[1,]`, `{"a" 1}`, `01`, `1.`, `-`, `"\x"`, "\"\x01\"", `"\u12g4"`, `[[[`, `nul`, `{"a":1}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	var v validator
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := v.valid(b), json.Valid(b); got != want {
+			t.Fatalf("valid(%q) = %v, json.Valid says %v", b, got, want)
+		}
+	})
+}

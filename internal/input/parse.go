@@ -65,6 +65,7 @@ type parser struct {
 	pMT      []byte   // params.max_tokens (raw JSON) or nil
 	pMCT     []byte   // params.max_completion_tokens (raw JSON) or nil
 
+	v     validator
 	ms    []member // members of the line
 	bms   []member // members of a batch line's body
 	mm    []member // members of one message
@@ -137,7 +138,7 @@ func parseLimit(v []byte) (int, bool) {
 // p.ms. It returns a reason when the line is not usable at all.
 func (p *parser) split(line []byte) string {
 	p.ms = p.ms[:0]
-	if !json.Valid(line) {
+	if !p.v.valid(line) {
 		var v any
 		if err := json.Unmarshal(line, &v); err != nil {
 			return "invalid JSON: " + err.Error()

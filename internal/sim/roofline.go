@@ -5,10 +5,12 @@ import "math"
 // Roofline constants. Decode is memory-bound: every step reads all weights
 // once plus each running sequence's KV cache; prefill is compute-bound.
 const (
-	bwEfficiency       = 0.80  // achievable fraction of peak DRAM bandwidth
+	bwEfficiency       = 0.80  // achievable fraction of peak DRAM bandwidth reading weights
+	kvEfficiency       = 0.50  // achievable fraction reading paged KV in attention kernels
+	perSeqOverheadS    = 20e-6 // per running sequence per decode step: sampling, bookkeeping
 	decodeMFU          = 0.50  // model FLOP utilisation of a decode step
 	prefillMFU         = 0.60  // model FLOP utilisation of a prefill chunk
-	decodeOverheadS    = 0.003 // scheduler, sampling, kernel launches per decode step
+	decodeOverheadS    = 0.005 // scheduler and kernel launches per decode step
 	prefillOverheadS   = 0.005 // per prefill batch
 	graphBytes         = 1.5e9 // CUDA graphs and activations outside the KV pool
 	contextBytes       = 0.6e9 // CUDA context
@@ -37,13 +39,17 @@ type StepCost struct {
 
 // DecodeStep is the cost of one decode step of a batch of b sequences whose
 // contexts sum to sumCtx tokens:
-// max((W + Σctx·k)/(BW·η), 2·P·b/(peak·MFU)) + overhead.
+// max(W/(BW·η_w) + Σctx·k/(BW·η_kv), 2·P·b/(peak·MFU)) + overhead + b·per-sequence overhead.
 func (r Roofline) DecodeStep(b int, sumCtx float64) StepCost {
-	bytes := r.Model.WeightBytes + sumCtx*r.Model.KVBytesPerToken
+	kv := sumCtx * r.Model.KVBytesPerToken
 	flops := 2 * r.Model.Params * float64(b)
-	mem := bytes / (r.GPU.BandwidthBytes * bwEfficiency)
+	mem := r.Model.WeightBytes/(r.GPU.BandwidthBytes*bwEfficiency) + kv/(r.GPU.BandwidthBytes*kvEfficiency)
 	comp := flops / (r.GPU.PeakFLOPS * decodeMFU)
-	return StepCost{Seconds: math.Max(mem, comp) + decodeOverheadS, BytesRead: bytes, FLOPs: flops}
+	return StepCost{
+		Seconds:   math.Max(mem, comp) + decodeOverheadS + float64(b)*perSeqOverheadS,
+		BytesRead: r.Model.WeightBytes + kv,
+		FLOPs:     flops,
+	}
 }
 
 // Prefill is the cost of one prefill batch of tokens new tokens whose
@@ -65,7 +71,7 @@ func (r Roofline) KVPoolTokens(memFraction float64) int64 {
 	return int64(free / r.Model.KVBytesPerToken)
 }
 
-// BoundTokensPerSecond is the decode roofline bound for a batch of b
+// BoundTokensPerSecond is the decode step-time law's throughput for a batch of b
 // sequences with mean context ctx: b / step time.
 func (r Roofline) BoundTokensPerSecond(b int, ctx float64) float64 {
 	if b <= 0 {

@@ -59,9 +59,9 @@ type Task struct {
 	due      time.Time
 
 	// Live state while in flight.
-	server    string
-	started   time.Time
-	streamed  atomic.Int64
+	server   string
+	started  time.Time
+	streamed atomic.Int64
 }
 
 // Streamed records how many output tokens a streaming attempt has produced.
@@ -103,11 +103,11 @@ type Events interface {
 
 // Options configure a Scheduler.
 type Options struct {
-	Sender  Sender
-	Prober  Prober
-	Events  Events // may be nil
-	Law     LawConfig
-	Period  time.Duration // control period (default 500ms)
+	Sender Sender
+	Prober Prober
+	Events Events // may be nil
+	Law    LawConfig
+	Period time.Duration // control period (default 500ms)
 	// TokensPerRequest estimates one request's KV footprint for the first limit
 	// (default 2048).
 	TokensPerRequest float64
@@ -373,11 +373,11 @@ func (j *Job) Limits() api.SchedulerSpec {
 
 // Snapshot is a job's live scheduler state.
 type Snapshot struct {
-	InFlight  int
-	Queued    int // new tasks buffered + retries waiting
-	Retrying  int
-	Stats     JobStats
-	Servers   []JobServer
+	InFlight int
+	Queued   int // new tasks buffered + retries waiting
+	Retrying int
+	Stats    JobStats
+	Servers  []JobServer
 	// InFlightAges is, per in-flight attempt, seconds since it started and
 	// output tokens streamed so far (0 when not streaming).
 	InFlightAges []InFlightAge
