@@ -78,7 +78,7 @@ type Estimator struct {
 	lastElapsed     float64
 	lnTMean, lnTVar float64
 	haveT           bool
-	fit             lognormal
+	fit, fitAll     lognormal // the last fits (upper part, everything): warm starts
 	speed           speedModel
 	ctx             ctxModel
 	saturatedSince  float64          // running time since when the fleet is full, -1 when not
@@ -179,9 +179,18 @@ func (e *Estimator) Estimate(s State) Result {
 		return res
 	}
 	e.binInFlight(s.InFlight)
-	if !e.fitTail() {
+	// Two extrapolations: a lognormal fitted to the upper part (the point)
+	// and one fitted to everything; how far apart they are is model risk.
+	fit, ok := e.fitTail(e.fit, true)
+	if !ok {
 		return res
 	}
+	fitAll, ok := e.fitTail(e.fitAll, false)
+	if !ok {
+		fitAll = fit
+	}
+	e.fit, e.fitAll = fit, fitAll
+	altW := e.work(fitAll, s.NotStarted).total
 	w := e.work(e.fit, s.NotStarted)
 	res.MeanOutputTokens = w.mean
 	res.RemainingTokens = w.total
@@ -206,6 +215,7 @@ func (e *Estimator) Estimate(s State) Result {
 	ext := modelShare * e.area[e.spliceBin] / w.mean
 	varW += ext * ext * w.total * w.total
 	varW += (q + nIF) * w.varLen
+	varW += (altW - w.total) * (altW - w.total) / 4
 	sdW := math.Sqrt(varW) / w.total
 	sdT := math.Sqrt(e.lnTVar)
 	sdC := math.Abs(math.Log(ctxFactor)) / 2
@@ -282,16 +292,16 @@ func (e *Estimator) binInFlight(inFlight []float64) {
 }
 
 // fitTail fits the censored lognormal to everything known.
-func (e *Estimator) fitTail() bool {
+func (e *Estimator) fitTail(prev lognormal, truncate bool) (lognormal, bool) {
 	e.samples = e.samples[:0]
-	// Fit the upper part of the distribution only (left-truncated at the
-	// quantile truncAt of the actuarial estimate): the fit is used only to
-	// extrapolate the tail, and the body's shape should not bend it.
-	start, above, eventsAbove := e.truncationBin()
-	if start > 0 {
-		e.samples = append(e.samples, fitSample{n: -above, sy: -above * math.Log(e.b.edges[start]), censored: true})
+	start := 0
+	if truncate {
+		var above float64
+		start, above = e.truncationBin()
+		if start > 0 {
+			e.samples = append(e.samples, fitSample{n: -above, sy: -above * math.Log(e.b.edges[start]), censored: true})
+		}
 	}
-	_ = eventsAbove
 	var n, sy, syy float64
 	for j := start; j < numBins; j++ {
 		hb := &e.hist[j]
@@ -309,28 +319,24 @@ func (e *Estimator) fitTail() bool {
 			e.samples = append(e.samples, fitSample{n: c, sy: e.scratchCY[j], censored: true})
 		}
 	}
-	mu0, sig0 := e.fit.mu, e.fit.sigma
-	if !e.fit.ok {
+	mu0, sig0 := prev.mu, prev.sigma
+	if !prev.ok {
 		if n < 2 {
-			return false
+			return lognormal{}, false
 		}
 		mu0 = sy / n
 		sig0 = math.Sqrt(math.Max(syy/n-mu0*mu0, 0.01))
 	}
 	f := fitLognormal(e.samples, mu0, sig0)
-	if !f.ok {
-		return false
-	}
-	e.fit = f
-	return true
+	return f, f.ok
 }
 
 // truncationBin returns the first bin at or above the truncAt quantile of
-// the actuarial estimate, the number of observations from it on, and the
-// finished ones among them; 0 when too few would remain to fit.
-func (e *Estimator) truncationBin() (int, float64, float64) {
+// the actuarial estimate and the number of observations from it on; 0 when
+// too few finished requests lie above it to fit.
+func (e *Estimator) truncationBin() (int, float64) {
 	if truncAt <= 0 {
-		return 0, 0, 0
+		return 0, 0
 	}
 	var atRisk, events [numBins + 1]float64
 	for j := numBins - 1; j >= 0; j-- {
@@ -342,9 +348,9 @@ func (e *Estimator) truncationBin() (int, float64, float64) {
 	for j := 0; j < numBins; j++ {
 		if surv <= 1-truncAt {
 			if events[j] < minTailEvents {
-				return 0, 0, 0
+				return 0, 0
 			}
-			return j, atRisk[j], events[j]
+			return j, atRisk[j]
 		}
 		hb := &e.hist[j]
 		n := atRisk[j] - e.scratchC[j]/2
@@ -353,7 +359,7 @@ func (e *Estimator) truncationBin() (int, float64, float64) {
 		}
 		surv *= math.Max(0, 1-float64(hb.n+hb.lenN)/n)
 	}
-	return 0, 0, 0
+	return 0, 0
 }
 
 // workEstimate is the remaining work under one fitted tail.

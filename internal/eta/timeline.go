@@ -93,7 +93,14 @@ func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v,
 		}
 		l := e.scratchCX[j] / c
 		sl := math.Max(e.survAt(l), 1e-12)
-		groups = append(groups, drainGroup{c: c, l: l + tau, sl: sl, alive: math.Min(e.survAt(l+tau)/sl, 1)})
+		alive := math.Min(e.survAt(l+tau)/sl, 1)
+		if queue && alive < 1e-9 {
+			// Replaced by new requests long before the queue empties:
+			// the slot is in steady state, like the idle ones.
+			eqSlots += c
+			continue
+		}
+		groups = append(groups, drainGroup{c: c, l: l + tau, sl: sl, alive: alive})
 	}
 	e.groups = groups
 	var pAny, bRun [numBins/drainStride + 1]float64

@@ -13,7 +13,7 @@ func FuzzParseLine(f *testing.F) {
 	f.Add([]byte(`{"custom_id":"a","messages":[{"role":"user","content":"hi"}]}`))
 	parsers := []*parser{
 		mustParser(f, Options{Model: "m", Params: map[string]any{"max_tokens": 64, "temperature": 0.7}}),
-		mustParser(f, Options{Endpoint: EndpointCompletions, Params: map[string]any{"max_completion_tokens": 8}}),
+		mustParser(f, Options{Endpoint: EndpointCompletions, Params: map[string]any{"max_completion_tokens": 8, "model": "pm", "top_k": 2}}),
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		for _, p := range parsers {
@@ -29,6 +29,9 @@ func FuzzParseLine(f *testing.F) {
 			}
 			if it.CustomID == "" || it.Line != 3 || it.MaxTokens <= 0 || it.PromptBytes < 0 {
 				t.Fatalf("item %+v", it)
+			}
+			if k := duplicateKey(it.Body); k != "" {
+				t.Fatalf("body %s has %q twice", it.Body, k)
 			}
 			var body map[string]json.RawMessage
 			if err := json.Unmarshal(it.Body, &body); err != nil {

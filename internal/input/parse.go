@@ -326,11 +326,14 @@ func (p *parser) build(id []byte) (Item, string) {
 		b = append(b, ':')
 		b = append(b, val...)
 	}
+	wroteModel := true
 	switch {
 	case p.model != nil:
 		add([]byte(`"model"`), p.model)
 	case batch && lookup(src, "model") != nil:
 		add([]byte(`"model"`), lookup(src, "model"))
+	default:
+		wroteModel = false
 	}
 	add([]byte(`"`+payloadKey+`"`), payload)
 	keep := func(k []byte, v []byte) bool {
@@ -350,7 +353,7 @@ func (p *parser) build(id []byte) (Item, string) {
 		}
 	}
 	for _, m := range p.params {
-		if string(m.key) == payloadKey {
+		if string(m.key) == payloadKey || (string(m.key) == "model" && wroteModel) {
 			continue
 		}
 		if v := lookupMember(src, m.key); v != nil && keep(m.key, v) {

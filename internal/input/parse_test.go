@@ -1,6 +1,7 @@
 package input
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -88,8 +89,20 @@ func TestParseLineForms(t *testing.T) {
 		{
 			name: "openai batch keeps body model without request.model", opts: Options{Params: map[string]any{"seed": 1}},
 			line: `{"custom_id":"b","method":"post","body":{"model":"gpt","messages":` + user + `}}`,
-			id: "b", endpoint: EndpointChat, prompt: 2,
+			id:   "b", endpoint: EndpointChat, prompt: 2,
 			body: `{"model":"gpt","messages":` + user + `,"seed":1}`,
+		},
+		{
+			name: "openai batch body model wins over params model", opts: Options{Params: map[string]any{"model": "pm"}},
+			line: `{"custom_id":"b","body":{"model":"gpt","messages":` + user + `}}`,
+			id:   "b", endpoint: EndpointChat, prompt: 2,
+			body: `{"model":"gpt","messages":` + user + `}`,
+		},
+		{
+			name: "params model on a chat line", opts: Options{Params: map[string]any{"model": "pm"}},
+			line: `{"id":"c","model":"dataset-model","messages":` + user + `}`,
+			id:   "c", endpoint: EndpointChat, prompt: 2,
+			body: `{"model":"pm","messages":` + user + `}`,
 		},
 		{
 			name: "openai batch url picks completions", line: `{"custom_id":"c","url":"/v1/completions","body":{"prompt":"abc"}}`,
@@ -109,13 +122,13 @@ func TestParseLineForms(t *testing.T) {
 		{
 			name: "completion", opts: Options{Endpoint: EndpointCompletions, Model: "m", Params: jobParams},
 			line: `{"id":"p","prompt":"hello","max_completion_tokens":9}`,
-			id: "p", endpoint: EndpointCompletions, maxTok: 9, prompt: 5,
+			id:   "p", endpoint: EndpointCompletions, maxTok: 9, prompt: 5,
 			body: `{"model":"m","prompt":"hello","temperature":0.6,"chat_template_kwargs":{"enable_thinking":true},"max_tokens":9,"max_completion_tokens":9}`,
 		},
 		{
 			name: "completion token ids", opts: Options{Endpoint: EndpointCompletions},
 			line: `{"id":"p","prompt":[1,2,3]}`,
-			id: "p", endpoint: EndpointCompletions, prompt: 12,
+			id:   "p", endpoint: EndpointCompletions, prompt: 12,
 			body: `{"prompt":[1,2,3]}`,
 		},
 		{
@@ -138,6 +151,9 @@ func TestParseLineForms(t *testing.T) {
 			if it.Line != 17 || it.CustomID != tc.id || it.Endpoint != tc.endpoint || it.MaxTokens != tc.maxTok || it.PromptBytes != tc.prompt {
 				t.Errorf("item = line %d id %q endpoint %s max %d prompt %d; want 17 %q %s %d %d",
 					it.Line, it.CustomID, it.Endpoint, it.MaxTokens, it.PromptBytes, tc.id, tc.endpoint, tc.maxTok, tc.prompt)
+			}
+			if k := duplicateKey(it.Body); k != "" {
+				t.Errorf("body %s has %q twice", it.Body, k)
 			}
 			if got, want := decode(t, it.Body), jsonMap(t, tc.body); !reflect.DeepEqual(got, want) {
 				t.Errorf("body\n got %s\nwant %s", it.Body, tc.body)
@@ -235,4 +251,49 @@ func TestNewParserRejectsBadParams(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestValidMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	tests := []string{
+		`{}`, `[]`, `""`, `0`, `-0.0e-0`, `1E+9`, `true`, `null`, ` [ 1 , 2 ] `,
+		`{"a":[1,{"b":"\"\\\/\b\f\n\r\t\u00E9"}]}`,
+		``, ` `, `{`, `}`, `[1,]`, `{"a":1,}`, `{"a"}`, `{1:2}`, `01`, `-`, `1.`, `1e`, `.5`, `+1`,
+		`"\a"`, "\"\t\"", `"\u00g0"`, `tru`, `nulll`, `[1 2]`, `{"a":1}x`, `"unterminated`,
+		strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth),
+		strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1),
+		strings.Repeat(`{"a":`, maxDepth) + "1" + strings.Repeat("}", maxDepth),
+		strings.Repeat(`{"a":`, maxDepth+1) + "1" + strings.Repeat("}", maxDepth+1),
+	}
+	var v validator
+	for _, s := range tests {
+		if got, want := v.valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("valid(%.40q) = %v, json.Valid says %v", s, got, want)
+		}
+	}
+}
+
+// duplicateKey returns a top-level key that occurs twice in the object b.
+func duplicateKey(b []byte) string {
+	seen := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil {
+		return ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }

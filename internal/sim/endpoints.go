@@ -267,8 +267,10 @@ func (s *server) gpuSnapshot() api.GPU {
 	bw, sm, tn := sn.bwRatio, sn.smRatio, sn.tensorRatio
 	if sn.busy {
 		out.UtilizationRatio = 1 // any kernel running reads 100 %
-	} else if sm > 0.01 {
-		out.UtilizationRatio = math.Min(1, sm*2)
+	} else {
+		// The engine sleeps while idle: decay the averages to now.
+		k := math.Exp(-math.Max(s.f.simNow()-sn.simNow, 0) / telemetryTau)
+		bw, sm, tn = bw*k, sm*k, tn*k
 	}
 	occ := sm * 0.35
 	out.DRAMBandwidthRatio, out.SMUtilRatio, out.SMOccupancyRatio, out.TensorActiveRatio = &bw, &sm, &occ, &tn
@@ -277,7 +279,7 @@ func (s *server) gpuSnapshot() api.GPU {
 	out.PowerWatts = math.Min(g.PowerLimitW, g.IdlePowerW+(g.PowerLimitW-g.IdlePowerW)*math.Min(load, 1)*0.95)
 	out.TemperatureCelsius = math.Round(34 + 44*out.PowerWatts/g.PowerLimitW)
 	out.SMClockHz = g.SMClockHz
-	out.EnergyJoules = sn.c.busySeconds*(out.PowerWatts) + sn.simNow*g.IdlePowerW
+	out.EnergyJoules = math.Round(s.f.simNow()*g.IdlePowerW + sn.c.busySeconds*(g.PowerLimitW-g.IdlePowerW)*0.6)
 	switch {
 	case sn.slow > 1:
 		out.ClockEventReasons, out.ClockEventNames = 8, []string{"hw_slowdown"}

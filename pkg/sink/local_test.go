@@ -128,7 +128,7 @@ func TestBitmap(t *testing.T) {
 					t.Errorf("Get(%d) false", i)
 				}
 			}
-			if b.Get(3) || b.Get(1 << 40) {
+			if b.Get(3) || b.Get(1<<40) {
 				t.Errorf("unset bit reported set")
 			}
 			c := b.Clone()
@@ -463,7 +463,7 @@ func TestCrashRecovery(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		for seed := range uint64(6) {
+		for seed := range uint64(4) {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
 				rng := rand.New(rand.NewPCG(seed, 42))
@@ -709,4 +709,34 @@ func TestUnwritableDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	readOutput(t, dir).checkOnce(t, 12)
+}
+
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, _ := openT(t, Options{Dir: dir, ShardRecords: 5})
+	for i := int64(1); i <= 12; i++ {
+		if err := l.WriteResult(result(i, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := l.Verify(); err != nil || len(p) != 0 {
+		t.Fatalf("Verify on intact shards: %v %v", p, err)
+	}
+	path := filepath.Join(dir, shardsDirName, "part-00001.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[20] ^= 1
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Verify()
+	if err != nil || len(p) != 1 || !strings.Contains(p[0], "part-00001") {
+		t.Errorf("Verify after corruption: %v %v", p, err)
+	}
 }
