@@ -42,7 +42,7 @@ bench-scheduler: build
 	$(GO) run ./internal/bench/cmd/benchctl scheduler
 
 bench-eta: build
-	$(GO) run ./internal/bench/cmd/benchctl eta
+	$(GO) run ./internal/etabench
 
 bench-scale: build
 	$(GO) run ./internal/bench/cmd/benchctl scale

@@ -91,6 +91,11 @@ type Progress struct {
 	ETALowSeconds     float64 `json:"eta_low_seconds"`
 	ETAHighSeconds    float64 `json:"eta_high_seconds"`
 	NaiveETASeconds   float64 `json:"naive_eta_seconds"`
+	// EstRemainingTokens and EstMeanOutputTokens are the ETA model's
+	// estimates; FleetTokensPerSec the throughput it divides by.
+	EstRemainingTokens  float64 `json:"est_remaining_output_tokens"`
+	EstMeanOutputTokens float64 `json:"est_mean_output_tokens"`
+	FleetTokensPerSec   float64 `json:"fleet_tokens_per_sec"`
 	TotalInputTokens  int64   `json:"total_input_tokens"`
 	TotalOutputTokens int64   `json:"total_output_tokens"`
 	AvgOutputTokens   float64 `json:"avg_output_tokens"`

@@ -199,7 +199,11 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 			if g.GenTokensTotal > 0 {
 				if r.seen && g.At.After(r.lastAt) && g.GenTokensTotal >= r.lastGen {
 					inst := (g.GenTokensTotal - r.lastGen) / g.At.Sub(r.lastAt).Seconds()
-					r.genRate = ewma*inst + (1-ewma)*r.genRate
+					if r.genRate == 0 {
+						r.genRate = inst
+					} else {
+						r.genRate = ewma*inst + (1-ewma)*r.genRate
+					}
 				}
 				if !r.seen || g.At.After(r.lastAt) {
 					r.lastGen, r.lastAt, r.seen = g.GenTokensTotal, g.At, true

@@ -53,6 +53,7 @@ type job struct {
 	final      *api.Progress // for finished jobs loaded from state
 	done       chan struct{}
 	lastRate   rateWindow
+	fleetTok   float64
 }
 
 func (d *Daemon) newJob(r jobRecord) *job {
@@ -335,7 +336,7 @@ func (j *job) onFinish(t *scheduler.Task, r scheduler.Result) error {
 	if r.Outcome == scheduler.OK {
 		resp := r.Value.(backend.Response)
 		err = snk.WriteResult(sink.Result{Line: t.Line, CustomID: p.item.CustomID, RequestID: resp.RequestID, Status: resp.Status,
-			Body: resp.Body, PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens})
+			Body: resp.Body, BodyIsJSON: true, PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens})
 		j.mu.Lock()
 		est.Completed(int(resp.CompletionTokens), resp.FinishReason == "length")
 		j.mu.Unlock()
@@ -546,6 +547,13 @@ func (j *job) progressLocked() api.Progress {
 		p.ETASeconds, p.ETALowSeconds, p.ETAHighSeconds, p.ETAHours = -1, -1, -1, -1
 	}
 	p.NaiveETASeconds = e.Naive
+	p.EstRemainingTokens, p.EstMeanOutputTokens, p.FleetTokensPerSec = e.RemainingTokens, e.MeanOutputTokens, j.fleetTok
+	for _, f := range []*float64{&p.ETASeconds, &p.ETALowSeconds, &p.ETAHighSeconds, &p.ETAHours, &p.NaiveETASeconds,
+		&p.RatePerSec, &p.TokensPerSec, &p.AvgOutputTokens} {
+		if math.IsNaN(*f) || math.IsInf(*f, 0) {
+			*f = -1
+		}
+	}
 	return p
 }
 
@@ -611,6 +619,7 @@ func (j *job) updateETA() {
 	if running > 0 {
 		pr = fleetTok / float64(running)
 	}
+	j.fleetTok = fleetTok
 	j.etaRes = j.est.Estimate(eta.State{Elapsed: el, NotStarted: notStarted, InFlight: inflight, TokensPerSec: fleetTok,
 		Concurrency: float64(running), PerRequestTokPerSec: pr})
 	if math.IsNaN(j.etaRes.Seconds) || math.IsInf(j.etaRes.Seconds, 0) {

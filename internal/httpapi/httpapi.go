@@ -304,11 +304,14 @@ func (h *handlers) ready(w http.ResponseWriter, _ *http.Request) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: "internal", Message: "encode response: " + err.Error()}})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(append(raw, '\n'))
 }
 
 func writeText(w http.ResponseWriter, status int, s string) {

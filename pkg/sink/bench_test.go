@@ -17,12 +17,19 @@ import (
 // concurrent callers, shards of 10,000 records, fsync every second: the
 // numbers gend needs are results/s and MB/s.
 func BenchmarkWriteResult(b *testing.B) {
+	for _, trusted := range []bool{false, true} {
+		b.Run(fmt.Sprintf("body_is_json=%v", trusted), func(b *testing.B) { benchWrite(b, trusted) })
+	}
+}
+
+func benchWrite(b *testing.B, trusted bool) {
 	dir := b.TempDir()
 	l, _, err := Open(Options{Dir: dir, JobID: testJob, Logger: zerolog.Nop()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	tmpl := result(1, 8000)
+	tmpl.BodyIsJSON = trusted
 	b.SetBytes(int64(len(appendResult(nil, testJob, &tmpl))))
 	var next atomic.Int64
 	start := time.Now()

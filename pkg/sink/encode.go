@@ -28,7 +28,11 @@ func appendResult(dst []byte, jobID string, r *Result) []byte {
 	dst = append(dst, `,"request_id":`...)
 	dst = appendJSONString(dst, r.RequestID)
 	dst = append(dst, `,"body":`...)
-	dst = appendBody(dst, r.Body)
+	if r.BodyIsJSON && len(r.Body) > 0 {
+		dst = appendTrustedBody(dst, r.Body)
+	} else {
+		dst = appendBody(dst, r.Body)
+	}
 	dst = append(dst, `},"error":null}`...)
 	return append(dst, '\n')
 }
@@ -85,6 +89,15 @@ func appendBody(dst []byte, body []byte) []byte {
 		return appendJSONString(dst, string(body))
 	}
 	return buf.Bytes()
+}
+
+// appendTrustedBody appends a body known to be valid JSON: verbatim, or
+// compacted when it spans lines.
+func appendTrustedBody(dst []byte, body []byte) []byte {
+	if bytes.IndexByte(body, '\n') < 0 && bytes.IndexByte(body, '\r') < 0 {
+		return append(dst, body...)
+	}
+	return appendBody(dst, body)
 }
 
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,

@@ -41,6 +41,27 @@ func TestEncodeLines(t *testing.T) {
 		{"invalid stored as string", `{"a":`, `"{\"a\":"`},
 		{"empty stored as empty string", ``, `""`},
 	}
+	for _, trusted := range []struct{ name, body, want string }{
+		{"trusted verbatim", `{"a":[1,2]}`, `{"a":[1,2]}`},
+		{"trusted multi-line compacted", "{\n\"a\": 1\n}", `{"a":1}`},
+	} {
+		t.Run(trusted.name, func(t *testing.T) {
+			t.Parallel()
+			r := Result{Line: 1, Status: 200, Body: []byte(trusted.body), BodyIsJSON: true}
+			b := appendResult(nil, "job", &r)
+			var got struct {
+				Response struct {
+					Body json.RawMessage `json:"body"`
+				} `json:"response"`
+			}
+			if err := json.Unmarshal(b, &got); err != nil || strings.Count(string(b), "\n") != 1 {
+				t.Fatalf("%q: %v", b, err)
+			}
+			if string(got.Response.Body) != trusted.want {
+				t.Errorf("body %s, want %s", got.Response.Body, trusted.want)
+			}
+		})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
