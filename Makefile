@@ -55,6 +55,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 20s ./internal/input/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeJob -fuzztime 20s ./internal/spec/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeResize -fuzztime 10s ./internal/spec/
+	$(GO) test -run '^$$' -fuzz FuzzAPIBodies -fuzztime 10s ./internal/httpapi/
 
 clean:
 	rm -rf $(BIN) demo
