@@ -78,34 +78,34 @@ type ResizeRequest struct {
 
 // Progress is the progress.json document and the "progress" of a job.
 type Progress struct {
-	Total             int64   `json:"total"`
-	TotalKnown        bool    `json:"total_known"`
-	Completed         int64   `json:"completed"`
-	Failed            int64   `json:"failed"`
-	InFlight          int64   `json:"in_flight"`
-	Retries           int64   `json:"retries"`
-	RatePerSec        float64 `json:"rate_per_sec"`
-	TokensPerSec      float64 `json:"tokens_per_sec"`
-	ETAHours          float64 `json:"eta_hours"`
-	ETASeconds        float64 `json:"eta_seconds"`
-	ETALowSeconds     float64 `json:"eta_low_seconds"`
-	ETAHighSeconds    float64 `json:"eta_high_seconds"`
-	NaiveETASeconds   float64 `json:"naive_eta_seconds"`
+	Total           int64   `json:"total"`
+	TotalKnown      bool    `json:"total_known"`
+	Completed       int64   `json:"completed"`
+	Failed          int64   `json:"failed"`
+	InFlight        int64   `json:"in_flight"`
+	Retries         int64   `json:"retries"`
+	RatePerSec      float64 `json:"rate_per_sec"`
+	TokensPerSec    float64 `json:"tokens_per_sec"`
+	ETAHours        float64 `json:"eta_hours"`
+	ETASeconds      float64 `json:"eta_seconds"`
+	ETALowSeconds   float64 `json:"eta_low_seconds"`
+	ETAHighSeconds  float64 `json:"eta_high_seconds"`
+	NaiveETASeconds float64 `json:"naive_eta_seconds"`
 	// EstRemainingTokens and EstMeanOutputTokens are the ETA model's
 	// estimates; FleetTokensPerSec the throughput it divides by.
 	EstRemainingTokens  float64 `json:"est_remaining_output_tokens"`
 	EstMeanOutputTokens float64 `json:"est_mean_output_tokens"`
 	FleetTokensPerSec   float64 `json:"fleet_tokens_per_sec"`
-	TotalInputTokens  int64   `json:"total_input_tokens"`
-	TotalOutputTokens int64   `json:"total_output_tokens"`
-	AvgOutputTokens   float64 `json:"avg_output_tokens"`
-	ElapsedHours      float64 `json:"elapsed_hours"`
-	ElapsedSeconds    float64 `json:"elapsed_seconds"`
-	S3Uploaded        int64   `json:"s3_uploaded"`
-	S3Bytes           int64   `json:"s3_bytes"`
-	S3Pending         int64   `json:"s3_pending"`
-	Status            string  `json:"status"`
-	UpdatedAt         string  `json:"updated_at,omitempty"`
+	TotalInputTokens    int64   `json:"total_input_tokens"`
+	TotalOutputTokens   int64   `json:"total_output_tokens"`
+	AvgOutputTokens     float64 `json:"avg_output_tokens"`
+	ElapsedHours        float64 `json:"elapsed_hours"`
+	ElapsedSeconds      float64 `json:"elapsed_seconds"`
+	S3Uploaded          int64   `json:"s3_uploaded"`
+	S3Bytes             int64   `json:"s3_bytes"`
+	S3Pending           int64   `json:"s3_pending"`
+	Status              string  `json:"status"`
+	UpdatedAt           string  `json:"updated_at,omitempty"`
 }
 
 // Job is what the API returns for a job.
@@ -218,6 +218,9 @@ type Server struct {
 	Errors        int64   `json:"errors"`
 	Gauges        *Gauges `json:"gauges,omitempty"`
 	ContextLength int     `json:"context_length,omitempty"`
+	// TimeScale is server seconds per wall second: 1 for real servers, the
+	// speedup of a gensim server. The diagnosis compares rates in server time.
+	TimeScale float64 `json:"time_scale,omitempty"`
 }
 
 // ServerList is GET /v1/servers.

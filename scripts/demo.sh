@@ -58,9 +58,11 @@ scheduler: {mode: adaptive}
 YAML
 ID=$($BIN/genctl start -f "$DEMO/job.yaml" -o json | sed -n 's/^  "id": "\(.*\)",$/\1/p' | head -1)
 echo "demo: job $ID submitted ($N prompts, thinking mode, ~2,500-token outputs with a heavy tail)"
-$BIN/genctl watch "$ID" || true
-echo
+sleep 6
+echo "demo: what limits throughput right now (genctl doctor):"
 $BIN/genctl doctor || true
+echo
+$BIN/genctl watch "$ID" || true
 echo
 echo "demo: output in $DEMO/out: shards/ (OpenAI Batch format), errors.jsonl, manifest.json, progress.json"
 ls -l "$DEMO/out" "$DEMO/out/shards" | head -20

@@ -24,6 +24,9 @@ type Capacity struct {
 	ContextLength     int
 	Model             string
 	MaxQueuedRequests int
+	// TimeScale is server seconds per wall second: 1 for real servers,
+	// gensim's speedup for simulated ones (its /server_info says so).
+	TimeScale float64
 }
 
 func (c *Client) getJSON(ctx context.Context, url string, v any) (int, error) {
@@ -87,6 +90,7 @@ func (c *Client) Capacity(ctx context.Context, base string) (Capacity, error) {
 		cp.ContextLength = int(num(info["context_length"]))
 		cp.MaxRunning = int(num(info["max_running_requests"]))
 		cp.MaxQueuedRequests = int(num(info["max_queued_requests"]))
+		cp.TimeScale = num(info["gensim_speedup"])
 		if s, ok := info["served_model_name"].(string); ok {
 			cp.Model = s
 		}
@@ -129,6 +133,9 @@ func (c *Client) Capacity(ctx context.Context, base string) (Capacity, error) {
 	}
 	if cp.Kind == "" {
 		cp.Kind = "openai"
+	}
+	if cp.TimeScale <= 0 {
+		cp.TimeScale = 1
 	}
 	return cp, nil
 }

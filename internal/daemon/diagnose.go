@@ -31,7 +31,19 @@ func (d *Daemon) Diagnosis() api.Diagnosis {
 			}
 		}
 	}
-	in := diagnosis.Input{Servers: servers, GPUs: byServer, RetractionsPerMin: d.retractionRates(), PendingWork: d.pendingWork()}
+	// Rates in the server's own time (gensim runs faster than the wall clock).
+	retr := d.retractionRates()
+	for i := range servers {
+		if k := servers[i].TimeScale; k > 0 && k != 1 {
+			servers[i].TokensPerSec /= k
+			servers[i].RatePerSec /= k
+			servers[i].ErrorsPerSec /= k
+			if r, ok := retr[servers[i].Name]; ok {
+				retr[servers[i].Name] = r / k
+			}
+		}
+	}
+	in := diagnosis.Input{Servers: servers, GPUs: byServer, RetractionsPerMin: retr, PendingWork: d.pendingWork()}
 	if m := d.opts.Config.Model; m != nil {
 		in.Model = *m
 	}

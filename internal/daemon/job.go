@@ -625,6 +625,14 @@ func (j *job) updateETA() {
 	if math.IsNaN(j.etaRes.Seconds) || math.IsInf(j.etaRes.Seconds, 0) {
 		j.etaRes.OK = false
 	}
+	if os.Getenv("ETADEBUG") != "" { // TEMP
+		var sum float64
+		for _, x := range inflight {
+			sum += x
+		}
+		fmt.Fprintf(os.Stderr, "ETADBG el=%.2f done=%d ns=%d nIF=%d sumLB=%.0f tok=%.0f run=%d eta=%.2f drain=%.2f mean=%.0f rem=%.3g\n",
+			el, st.Completed, notStarted, len(inflight), sum, fleetTok, running, j.etaRes.Seconds, j.etaRes.DrainSeconds, j.etaRes.MeanOutputTokens, j.etaRes.RemainingTokens)
+	}
 }
 
 func (j *job) writeProgress() {

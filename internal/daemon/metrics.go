@@ -75,15 +75,15 @@ var (
 	descJobs        = prometheus.NewDesc("gend_jobs", "Jobs by status.", []string{"status"}, nil)
 	descJobTotal    = prometheus.NewDesc("gend_job_requests", "Requests of the current job by state (total, completed, failed, in_flight).", []string{"state"}, nil)
 	descJobProgress = prometheus.NewDesc("gend_job_progress_ratio", "Share of the current job's requests that are done (0-1).", nil, nil)
-	descJobETA      = prometheus.NewDesc("gend_job_eta_seconds", "Current job's ETA (seconds; -1 unknown).", nil, nil)
-	descJobETALow   = prometheus.NewDesc("gend_job_eta_low_seconds", "Lower bound of the current job's ETA interval (seconds).", nil, nil)
-	descJobETAHigh  = prometheus.NewDesc("gend_job_eta_high_seconds", "Upper bound of the current job's ETA interval (seconds).", nil, nil)
+	descJobETA      = prometheus.NewDesc("gend_job_eta_seconds", "Current job's ETA, seconds (absent while unknown; 0 once it ended).", nil, nil)
+	descJobETALow   = prometheus.NewDesc("gend_job_eta_low_seconds", "Lower bound of the current job's ETA interval, seconds (absent while unknown).", nil, nil)
+	descJobETAHigh  = prometheus.NewDesc("gend_job_eta_high_seconds", "Upper bound of the current job's ETA interval, seconds (absent while unknown).", nil, nil)
 	descJobTok      = prometheus.NewDesc("gend_job_output_tokens_per_second", "Current job's completed output tokens per second (30 s window).", nil, nil)
 	descJobRate     = prometheus.NewDesc("gend_job_requests_per_second", "Current job's finished requests per second (30 s window).", nil, nil)
 	descJobRetries  = prometheus.NewDesc("gend_job_retries_total", "Retried attempts of the current job.", nil, nil)
-	descS3Up        = prometheus.NewDesc("gend_s3_uploaded_shards_total", "Shard objects uploaded to S3, all jobs.", nil, nil)
-	descS3Bytes     = prometheus.NewDesc("gend_s3_uploaded_bytes_total", "Bytes of shard objects uploaded to S3, all jobs.", nil, nil)
-	descS3Pending   = prometheus.NewDesc("gend_s3_pending_shards", "Closed shards waiting for upload, all jobs.", nil, nil)
+	descS3Up        = prometheus.NewDesc("gend_s3_uploaded_shards_total", "Shard objects uploaded to S3 (recorded in the manifests), all jobs with output.s3.", nil, nil)
+	descS3Bytes     = prometheus.NewDesc("gend_s3_uploaded_bytes_total", "Bytes of shard objects uploaded to S3 (manifests excluded), all jobs with output.s3.", nil, nil)
+	descS3Pending   = prometheus.NewDesc("gend_s3_pending_shards", "Closed shards of jobs with output.s3 not uploaded yet.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -126,6 +126,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var up, upBytes, pending int64
 	for _, j := range d.Jobs() {
 		counts[j.Status]++
+		if j.Spec.Output.S3 == "" {
+			continue // a local-only job has nothing to upload: no backlog
+		}
 		up += j.Progress.S3Uploaded
 		upBytes += j.Progress.S3Bytes
 		pending += j.Progress.S3Pending
@@ -149,10 +152,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ratio = float64(p.Completed+p.Failed) / float64(p.Total)
 	}
 	ch <- prometheus.MustNewConstMetric(descJobProgress, prometheus.GaugeValue, ratio)
-	ch <- prometheus.MustNewConstMetric(descJobETA, prometheus.GaugeValue, p.ETASeconds)
-	ch <- prometheus.MustNewConstMetric(descJobETALow, prometheus.GaugeValue, p.ETALowSeconds)
-	ch <- prometheus.MustNewConstMetric(descJobETAHigh, prometheus.GaugeValue, p.ETAHighSeconds)
-	ch <- prometheus.MustNewConstMetric(descJobTok, prometheus.GaugeValue, p.TokensPerSec)
-	ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, p.RatePerSec)
+	// Unknown estimates (-1 in progress.json) are left out rather than
+	// exported as a sentinel that would bend graphs, deriv() and alerts.
+	known := func(desc *prometheus.Desc, v float64) {
+		if v >= 0 {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v)
+		}
+	}
+	known(descJobETA, p.ETASeconds)
+	known(descJobETALow, p.ETALowSeconds)
+	known(descJobETAHigh, p.ETAHighSeconds)
+	known(descJobTok, p.TokensPerSec)
+	known(descJobRate, p.RatePerSec)
 	ch <- prometheus.MustNewConstMetric(descJobRetries, prometheus.CounterValue, float64(p.Retries))
 }

@@ -106,26 +106,36 @@ func (s *server) serverInfo(w http.ResponseWriter, _ *http.Request) {
 			},
 		}},
 		"version": sglangVersion,
+		// Not an SGLang field: simulated seconds per wall second, so a
+		// client can read the server's rates in the GPU's own time.
+		"gensim_speedup": s.f.speedup,
 	}
 	writeJSON(w, http.StatusOK, marshal(info))
 }
 
 type loadEntry struct {
-	Timestamp                float64         `json:"timestamp"`
-	DPRank                   int             `json:"dp_rank"`
-	NumRunningReqs           int             `json:"num_running_reqs"`
-	NumWaitingReqs           int             `json:"num_waiting_reqs"`
-	NumWaitingUncachedTokens int64           `json:"num_waiting_uncached_tokens"`
-	NumUsedTokens            int64           `json:"num_used_tokens"`
-	NumTotalTokens           int64           `json:"num_total_tokens"`
-	MaxTotalNumTokens        int64           `json:"max_total_num_tokens"`
-	MaxRunningRequests       int             `json:"max_running_requests"`
-	TokenUsage               float64         `json:"token_usage"`
-	GenThroughput            float64         `json:"gen_throughput"`
-	CacheHitRate             float64         `json:"cache_hit_rate"`
-	Utilization              float64         `json:"utilization"`
-	Memory                   *loadMemory     `json:"memory,omitempty"`
-	Queues                   *map[string]int `json:"queues,omitempty"`
+	Timestamp                float64     `json:"timestamp"`
+	DPRank                   int         `json:"dp_rank"`
+	NumRunningReqs           int         `json:"num_running_reqs"`
+	NumWaitingReqs           int         `json:"num_waiting_reqs"`
+	NumWaitingUncachedTokens int64       `json:"num_waiting_uncached_tokens"`
+	NumUsedTokens            int64       `json:"num_used_tokens"`
+	NumTotalTokens           int64       `json:"num_total_tokens"`
+	MaxTotalNumTokens        int64       `json:"max_total_num_tokens"`
+	MaxRunningRequests       int         `json:"max_running_requests"`
+	TokenUsage               float64     `json:"token_usage"`
+	GenThroughput            float64     `json:"gen_throughput"`
+	CacheHitRate             float64     `json:"cache_hit_rate"`
+	Utilization              float64     `json:"utilization"`
+	Memory                   *loadMemory `json:"memory,omitempty"`
+	Queues                   *loadQueues `json:"queues,omitempty"`
+}
+
+type loadQueues struct {
+	Waiting   int `json:"waiting"`
+	Grammar   int `json:"grammar"`
+	Paused    int `json:"paused"`
+	Retracted int `json:"retracted"`
 }
 
 type loadMemory struct {
@@ -155,8 +165,7 @@ func (s *server) load(include string) loadEntry {
 			GraphGB:   round2(graphBytes / gib), TokenCapacity: p.pool}
 	}
 	if parts["all"] || parts["queues"] {
-		q := map[string]int{"waiting": sn.waiting, "grammar": 0, "paused": 0, "retracted": sn.waitingRetracted}
-		e.Queues = &q
+		e.Queues = &loadQueues{Waiting: sn.waiting, Retracted: sn.waitingRetracted}
 	}
 	return e
 }
@@ -193,20 +202,34 @@ func (s *server) loads(w http.ResponseWriter, r *http.Request) {
 // getLoad is the older /get_load: a list per DP rank.
 func (s *server) getLoad(w http.ResponseWriter, _ *http.Request) {
 	sn := s.eng.snapshot()
-	body := []map[string]any{{
-		"dp_rank": 0, "num_reqs": sn.running + sn.waiting, "num_waiting_reqs": sn.waiting,
-		"num_tokens": sn.used, "num_pending_tokens": sn.waitingTokens,
-		"ts_tic": float64(time.Now().UnixMicro()) / 1e6,
-	}}
+	type rank struct {
+		DPRank           int     `json:"dp_rank"`
+		NumReqs          int     `json:"num_reqs"`
+		NumWaitingReqs   int     `json:"num_waiting_reqs"`
+		NumTokens        int64   `json:"num_tokens"`
+		NumPendingTokens int64   `json:"num_pending_tokens"`
+		TsTic            float64 `json:"ts_tic"`
+	}
+	body := []rank{{NumReqs: sn.running + sn.waiting, NumWaitingReqs: sn.waiting, NumTokens: sn.used,
+		NumPendingTokens: sn.waitingTokens, TsTic: float64(time.Now().UnixMicro()) / 1e6}}
 	writeJSON(w, http.StatusOK, marshal(body))
 }
 
 func (s *server) models(w http.ResponseWriter, _ *http.Request) {
 	name := s.p.roof.Model.ServedName
-	body := map[string]any{"object": "list", "data": []map[string]any{{
-		"id": name, "object": "model", "created": s.f.start.Unix(), "owned_by": "sglang",
-		"root": name, "parent": nil, "max_model_len": s.p.contextLen,
-	}}}
+	type model struct {
+		ID          string  `json:"id"`
+		Object      string  `json:"object"`
+		Created     int64   `json:"created"`
+		OwnedBy     string  `json:"owned_by"`
+		Root        string  `json:"root"`
+		Parent      *string `json:"parent"`
+		MaxModelLen int     `json:"max_model_len"`
+	}
+	body := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{ID: name, Object: "model", Created: s.f.start.Unix(), OwnedBy: "sglang", Root: name, MaxModelLen: s.p.contextLen}}}
 	writeJSON(w, http.StatusOK, marshal(body))
 }
 

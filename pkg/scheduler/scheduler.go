@@ -80,6 +80,7 @@ type Capacity struct {
 	MaxRunning     int
 	MaxTotalTokens int64
 	ContextLength  int
+	TimeScale      float64 // server seconds per wall second (1 except simulated servers)
 }
 
 // Sender sends one attempt; it blocks until the attempt ends. It must honour ctx.

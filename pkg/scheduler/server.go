@@ -317,7 +317,7 @@ func (s *Scheduler) Servers() []api.Server {
 		sv := s.servers[name]
 		as := api.Server{ServerSpec: sv.spec, State: sv.state, Limit: sv.law.Limit, InFlight: sv.inflight,
 			QueueTarget: sv.law.QueueTarget, LastReason: sv.reason, Capacity: sv.cap.MaxRunning,
-			Completed: sv.stats.Completed, Errors: sv.stats.Errors, ContextLength: sv.cap.ContextLength}
+			Completed: sv.stats.Completed, Errors: sv.stats.Errors, ContextLength: sv.cap.ContextLength, TimeScale: sv.cap.TimeScale}
 		if sv.hasG {
 			g := sv.gauges
 			as.Gauges = &g
