@@ -67,6 +67,7 @@ type Daemon struct {
 	workCtx  context.Context
 	jobGroup *errgroup.Group
 	tput     throughput
+	fleetRec fleetRecord // API changes to the fleet, persisted
 }
 
 // New builds the daemon; it starts nothing.
@@ -104,7 +105,22 @@ func New(opts Options) (*Daemon, error) {
 	d.sched = scheduler.New(scheduler.Options{
 		Sender: sender{d}, Prober: prober{d.be}, Events: events{d}, Period: opts.ControlPeriod,
 	})
-	for _, s := range opts.Config.Servers {
+	fr, err := st.loadFleet()
+	if err != nil {
+		return nil, err
+	}
+	d.fleetRec = fr
+	removed := map[string]bool{}
+	for _, n := range fr.Removed {
+		removed[n] = true
+	}
+	for _, s := range append(append([]api.ServerSpec{}, opts.Config.Servers...), fr.Added...) {
+		if removed[s.Name] {
+			continue
+		}
+		if _, dup := d.fleet[s.Name]; dup {
+			continue
+		}
 		if err := d.sched.AddServer(s); err != nil {
 			return nil, err
 		}
@@ -555,7 +571,13 @@ func (d *Daemon) AddServer(s api.ServerSpec) (api.Server, error) {
 	}
 	d.mu.Lock()
 	d.fleet[s.Name] = s
+	d.fleetRec.Added = append(d.fleetRec.Added, s)
+	d.fleetRec.Removed = without(d.fleetRec.Removed, s.Name)
+	err := d.store.saveFleet(d.fleetRec)
 	d.mu.Unlock()
+	if err != nil {
+		d.log.Error().Err(err).Msg("persist fleet")
+	}
 	d.met.preCreate(s.Name)
 	d.log.Info().Str("server", s.Name).Str("url", s.URL).Msg("server added")
 	for _, sv := range d.sched.Servers() {
@@ -573,7 +595,19 @@ func (d *Daemon) RemoveServer(name string) error {
 	}
 	d.mu.Lock()
 	delete(d.fleet, name)
+	kept := d.fleetRec.Added[:0]
+	for _, a := range d.fleetRec.Added {
+		if a.Name != name {
+			kept = append(kept, a)
+		}
+	}
+	d.fleetRec.Added = kept
+	d.fleetRec.Removed = append(without(d.fleetRec.Removed, name), name)
+	err := d.store.saveFleet(d.fleetRec)
 	d.mu.Unlock()
+	if err != nil {
+		d.log.Error().Err(err).Msg("persist fleet")
+	}
 	d.log.Info().Str("server", name).Msg("server removal requested: draining")
 	return nil
 }
@@ -588,4 +622,14 @@ func (d *Daemon) s3Options(_ string, log zerolog.Logger) sink.S3Options {
 		ep = os.Getenv("AWS_ENDPOINT_URL")
 	}
 	return sink.S3Options{Endpoint: ep, Region: os.Getenv("AWS_REGION"), Secure: true, Logger: log}
+}
+
+func without(list []string, name string) []string {
+	out := list[:0]
+	for _, x := range list {
+		if x != name {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -218,7 +218,13 @@ func (j *job) execute(ctx context.Context) error {
 			j.mu.Lock()
 		}
 	default:
-		j.setStatusLocked(api.StatusRunning, "")
+		// queued until its first request is dispatched (promote), unless it
+		// was already running before a restart.
+		st := api.StatusQueued
+		if j.rec.StartedAt != nil {
+			st = api.StatusRunning
+		}
+		j.setStatusLocked(st, "")
 	}
 	j.mu.Unlock()
 
@@ -436,9 +442,26 @@ func (j *job) resume() error {
 		j.setStatusLocked(api.StatusQueued, "")
 		return nil
 	}
-	j.setStatusLocked(api.StatusRunning, "")
+	st := api.StatusQueued
+	if j.rec.StartedAt != nil {
+		st = api.StatusRunning
+	}
+	j.setStatusLocked(st, "")
 	j.sj.Resume()
 	return nil
+}
+
+// promote turns a queued job into a running one once the scheduler has
+// dispatched one of its requests.
+func (j *job) promote() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.Status != api.StatusQueued || j.sj == nil {
+		return
+	}
+	if j.sj.Snapshot(time.Now()).Stats.Dispatched > 0 {
+		j.setStatusLocked(api.StatusRunning, "")
+	}
 }
 
 func (j *job) cancelJob() error {
@@ -560,9 +583,9 @@ func (j *job) progressLocked() api.Progress {
 // progressLoop updates rates and the ETA every second and writes
 // progress.json every ProgressEvery.
 func (j *job) progressLoop(ctx context.Context, drained <-chan struct{}) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	lastWrite := time.Time{}
+	lastWrite, lastETA := time.Time{}, time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -571,6 +594,11 @@ func (j *job) progressLoop(ctx context.Context, drained <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		j.promote()
+		if time.Since(lastETA) < time.Second {
+			continue
+		}
+		lastETA = time.Now()
 		j.updateETA()
 		if time.Since(lastWrite) >= j.d.opts.ProgressEvery {
 			j.writeProgress()

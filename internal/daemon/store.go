@@ -70,3 +70,38 @@ func (s *store) load() ([]jobRecord, error) {
 	sort.Slice(out, func(a, b int) bool { return out[a].CreatedAt.Before(out[b].CreatedAt) })
 	return out, nil
 }
+
+// fleetRecord is the fleet changes made through the API
+// (--state-dir/fleet.json): servers added, and config servers removed.
+type fleetRecord struct {
+	Added   []api.ServerSpec `json:"added"`
+	Removed []string         `json:"removed"`
+}
+
+func (s *store) fleetPath() string { return filepath.Join(filepath.Dir(s.dir), "fleet.json") }
+
+func (s *store) loadFleet() (fleetRecord, error) {
+	var r fleetRecord
+	raw, err := os.ReadFile(s.fleetPath())
+	if os.IsNotExist(err) {
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("read fleet state: %w", err)
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, fmt.Errorf("decode %s: %w", s.fleetPath(), err)
+	}
+	return r, nil
+}
+
+func (s *store) saveFleet(r fleetRecord) error {
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := sink.WriteFileAtomic(s.fleetPath(), raw); err != nil {
+		return fmt.Errorf("save fleet state: %w", err)
+	}
+	return nil
+}
