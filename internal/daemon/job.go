@@ -161,6 +161,11 @@ func (j *job) execute(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("output.s3: %w", err)
 		}
+		// A job split by input shards writes under prefix/shard-<i>-of-<n>/
+		// so controllers sharing the prefix never collide (docs/scale.md).
+		if si, sn, serr := spec.ParseShard(sp.Shard); serr == nil {
+			opts.Prefix = sink.ShardPrefix(opts.Prefix, si, sn)
+		}
 		up, err = sink.NewS3(opts)
 		if err != nil {
 			return fmt.Errorf("s3 output: %w", err)
@@ -189,7 +194,7 @@ func (j *job) execute(ctx context.Context) error {
 		j.closeSink()
 		return fmt.Errorf("read input: %w", err)
 	}
-	iopts.ExpectedLines = total
+	iopts.ExpectedLines = total * int64(max(shardCnt, 1))
 	j.mu.Lock()
 	j.total, j.totalKnown = total, true
 	j.mu.Unlock()
@@ -621,23 +626,31 @@ func (j *job) updateETA() {
 		return
 	}
 	snap := j.sj.Snapshot(now)
-	fleetTok, running, perReq := j.d.tput.fleet(j.spec.Servers)
-	if fleetTok <= 0 {
+	fleetTok, running, _ := j.d.tput.fleet(j.spec.Servers)
+	if fleetTok <= 0 && !j.d.tput.counting(j.spec.Servers) {
+		// The servers export no token counters: gend's own completions.
 		_, fleetTok = j.lastRate.rates()
 	}
 	// Share the fleet with other jobs by in-flight share.
 	if all := j.d.sched.InFlight(); all > 0 && snap.InFlight < all {
 		fleetTok *= float64(snap.InFlight) / float64(all)
 	}
-	inflight := make([]float64, 0, len(snap.InFlightAges))
-	for _, a := range snap.InFlightAges {
-		lb := float64(a.Streamed)
-		if lb == 0 {
-			// Not streaming: time in flight × the server's per-request decode
-			// rate, halved for the time it may have queued (a lower bound).
-			lb = 0.5 * a.Seconds * perReq[a.Server]
-		}
-		inflight = append(inflight, lb)
+	// Each in-flight attempt's output so far: from the server's progress
+	// history and its queue (etainput.go), or the tokens streamed.
+	own, all := map[string]int{}, map[string]int{}
+	limits := map[string]int{}
+	for _, sv := range snap.Servers {
+		own[sv.Name] = sv.InFlight
+		limits[sv.Name] = sv.Limit
+	}
+	for _, sv := range j.d.sched.Servers() {
+		all[sv.Name] = sv.InFlight
+	}
+	inflight := j.d.tput.inflightTokens(snap.InFlightAges, own, all, now)
+	servers := j.d.tput.servers(j.spec.Servers, limits)
+	prompt := 0.0
+	if n := st.Completed; n > 0 {
+		prompt = float64(st.PromptTokens) / float64(n)
 	}
 	notStarted := j.total - st.Completed - st.Failed - int64(snap.InFlight)
 	if notStarted < 0 {
@@ -649,7 +662,7 @@ func (j *job) updateETA() {
 	}
 	j.fleetTok = fleetTok
 	j.etaRes = j.est.Estimate(eta.State{Elapsed: el, NotStarted: notStarted, InFlight: inflight, TokensPerSec: fleetTok,
-		Concurrency: float64(running), PerRequestTokPerSec: pr})
+		Concurrency: float64(running), PerRequestTokPerSec: pr, Servers: servers, PromptTokens: prompt})
 	if math.IsNaN(j.etaRes.Seconds) || math.IsInf(j.etaRes.Seconds, 0) {
 		j.etaRes.OK = false
 	}
@@ -658,7 +671,16 @@ func (j *job) updateETA() {
 		for _, x := range inflight {
 			sum += x
 		}
-		fmt.Fprintf(os.Stderr, "ETADBG el=%.2f done=%d ns=%d nIF=%d sumLB=%.0f tok=%.0f run=%d eta=%.2f drain=%.2f mean=%.0f rem=%.3g\n",
+		var su, sr, sc, sq, sm float64
+		for _, sv := range servers {
+			su += sv.KVUsed
+			sr += sv.Running
+			sc += sv.KVCapacity
+			sq += sv.Queued
+			sm += sv.MaxRunning
+		}
+		fmt.Fprintf(os.Stderr, "ETADBG kv use=%.3f ctxnow=%.0f run=%.0f q=%.0f maxrun=%.0f prompt=%.0f ", su/sc, su/sr, sr, sq, sm, prompt)
+		fmt.Fprintf(os.Stderr, "el=%.2f done=%d ns=%d nIF=%d sumLB=%.0f tok=%.0f run=%d eta=%.2f drain=%.2f mean=%.0f rem=%.3g\n",
 			el, st.Completed, notStarted, len(inflight), sum, fleetTok, running, j.etaRes.Seconds, j.etaRes.DrainSeconds, j.etaRes.MeanOutputTokens, j.etaRes.RemainingTokens)
 	}
 }
