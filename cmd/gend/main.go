@@ -19,6 +19,7 @@ import (
 	"github.com/gend-dev/gend/api"
 	"github.com/gend-dev/gend/internal/daemon"
 	"github.com/gend-dev/gend/internal/spec"
+	"github.com/gend-dev/gend/internal/splitjob"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stderr, os.Getenv)) }
@@ -29,6 +30,9 @@ type options struct {
 }
 
 func run(args []string, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == "merge" {
+		return runMerge(args[1:], os.Stdout, stderr, getenv)
+	}
 	fs := flag.NewFlagSet("gend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
@@ -121,7 +125,7 @@ func newLogger(format, level string, w io.Writer) (zerolog.Logger, error) {
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Str("component", "gend").Logger(), nil
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
 // readToken takes GEND_TOKEN or the token file; both given and different is an error.
@@ -145,4 +149,41 @@ func readToken(env, file string) (string, error) {
 		return env, nil
 	}
 	return fromFile, nil
+}
+
+// runMerge is `gend merge [flags] s3://bucket/prefix/`: merge the manifests
+// of a job split across controllers (docs/scale.md).
+func runMerge(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("gend merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gend merge [--s3-endpoint URL] [--partial] [--verify] s3://bucket/prefix/")
+		fs.PrintDefaults()
+	}
+	o := splitjob.Options{Region: getenv("AWS_REGION")}
+	ep := getenv("GEND_S3_ENDPOINT")
+	if ep == "" {
+		ep = getenv("AWS_ENDPOINT_URL")
+	}
+	fs.StringVar(&o.Endpoint, "s3-endpoint", ep, "S3 endpoint URL (GEND_S3_ENDPOINT; default AWS or AWS_ENDPOINT_URL)")
+	fs.BoolVar(&o.Partial, "partial", false, "write the merged manifest even while some shards' manifests are missing, exit 0")
+	fs.BoolVar(&o.Verify, "verify", false, "download every shard: check sha256, sizes, record counts and that no custom_id repeats")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	o.URL = fs.Arg(0)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if _, err := splitjob.Merge(ctx, o, stdout); err != nil {
+		fmt.Fprintf(stderr, "gend merge: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -44,6 +44,14 @@ func (d *Daemon) Diagnosis() api.Diagnosis {
 		}
 	}
 	in := diagnosis.Input{Servers: servers, GPUs: byServer, RetractionsPerMin: retr, PendingWork: d.pendingWork()}
+	if j := d.currentJob(); j != nil {
+		j.mu.Lock()
+		if j.rec.Status == api.StatusRunning {
+			sc := j.rec.Scheduler
+			in.Scheduler = &sc
+		}
+		j.mu.Unlock()
+	}
 	if m := d.opts.Config.Model; m != nil {
 		in.Model = *m
 	}

@@ -270,23 +270,14 @@ func (j *job) execute(ctx context.Context) error {
 	if up != nil {
 		// Uploads catch up in the background; wait for them while the
 		// daemon runs, so s3_uploaded becomes the truth.
-		j.waitUploads(ctx, up)
+		if err := up.Drain(ctx, snk); err != nil && ctx.Err() == nil {
+			j.log.Warn().Err(err).Msg("s3 uploads not finished")
+		}
 	}
 	j.writeProgress()
 	return nil
 }
 
-func (j *job) waitUploads(ctx context.Context, up *sink.S3) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for up.Pending() > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
 
 // feed reads the input and queues its items; bad lines go to errors.jsonl.
 func (j *job) feed(ctx context.Context, path string, opts input.Options, sj *scheduler.Job) error {
@@ -550,7 +541,9 @@ func (j *job) progressLocked() api.Progress {
 		st := j.snk.Stats()
 		p.Completed, p.Failed = st.Completed, st.Failed
 		p.TotalInputTokens, p.TotalOutputTokens = st.PromptTokens, st.CompletionTokens
-		p.S3Uploaded, p.S3Bytes, p.S3Pending = st.S3Uploaded, st.S3Bytes, st.S3Pending
+		if j.spec.Output.S3 != "" {
+			p.S3Uploaded, p.S3Bytes, p.S3Pending = st.S3Uploaded, st.S3Bytes, st.S3Pending
+		}
 	}
 	if j.sj != nil {
 		snap := j.sj.Snapshot(time.Now())
@@ -637,20 +630,33 @@ func (j *job) updateETA() {
 	}
 	// Each in-flight attempt's output so far: from the server's progress
 	// history and its queue (etainput.go), or the tokens streamed.
-	own, all := map[string]int{}, map[string]int{}
-	limits := map[string]int{}
+	limits, own, all := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, sv := range snap.Servers {
-		own[sv.Name] = sv.InFlight
 		limits[sv.Name] = sv.Limit
+		own[sv.Name] = sv.InFlight
 	}
 	for _, sv := range j.d.sched.Servers() {
 		all[sv.Name] = sv.InFlight
 	}
-	inflight := j.d.tput.inflightTokens(snap.InFlightAges, own, all, now)
-	servers := j.d.tput.servers(j.spec.Servers, limits)
 	prompt := 0.0
 	if n := st.Completed; n > 0 {
 		prompt = float64(st.PromptTokens) / float64(n)
+	}
+	inflight := j.d.tput.inflightTokens(snap.InFlightAges, own, all, now)
+	servers := j.d.tput.servers(j.spec.Servers, limits)
+	if len(servers) > 0 {
+		// The servers' rates now (per-request rate × running), which the
+		// KV projection compares with their gauges now.
+		var tok, run float64
+		for _, sv := range servers {
+			tok += sv.TokensPerSec
+			run += sv.Running
+		}
+		running = int(run)
+		if all := j.d.sched.InFlight(); all > 0 && snap.InFlight < all {
+			tok *= float64(snap.InFlight) / float64(all)
+		}
+		fleetTok = tok
 	}
 	notStarted := j.total - st.Completed - st.Failed - int64(snap.InFlight)
 	if notStarted < 0 {

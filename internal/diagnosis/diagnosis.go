@@ -25,14 +25,30 @@ import (
 const (
 	// Eta is the achievable fraction of peak DRAM bandwidth in the roofline.
 	Eta = 0.8
-	// KVFull is the KV usage at which the KV cache caps the batch.
-	KVFull = 0.9
+	// KVFull is the KV usage at which the KV cache caps the batch. SGLang admits
+	// a request only while the running requests' reserve for their next tokens
+	// (new_token_ratio × remaining max_new_tokens, up to 4,096 each) stays free,
+	// and finished requests free their KV in bursts, so a full pool reads
+	// 80–98 % used from one poll to the next (gensim: 0.79–0.98), never a steady 100 %.
+	KVFull = 0.75
 	// KVRoom is the KV usage below which the KV cache clearly has room for more requests.
-	KVRoom = 0.85
-	// BandwidthSaturated is the DRAM bandwidth ratio (of theoretical peak) treated as the practical ceiling.
+	KVRoom = 0.7
+	// KVHold is the usage a full pool sustains: the batch the KV cache would hold is running × KVHold / usage.
+	KVHold = 0.9
+	// BandwidthSaturated is the DRAM bandwidth ratio (of theoretical peak) treated as the practical ceiling
+	// when the weights dominate each step's reads (large GEMM/GEMV reads reach ~80 % of peak).
 	BandwidthSaturated = 0.75
-	// RetractionsFrequent (per minute) is a retraction storm: the server admitted more than its KV holds.
+	// KVBandwidthSaturated is the practical ceiling when the live KV cache dominates each step's reads
+	// (doubling the batch would gain < MinBatchGain): paged-attention kernels reading scattered KV pages
+	// reach about half of peak, and the fixed and per-sequence step overheads (launches, sampling,
+	// bookkeeping) take 10-25 % of a step at batches of hundreds (gensim, 8B: H100 43-45 %, H200
+	// 42-44 %, B200 36-41 % of peak at 100-560 running requests).
+	KVBandwidthSaturated = 0.3
+	// RetractionsFrequent (per minute) and RetractionShare (retractions per completed request, both
+	// counted on gend's clock, so a simulated fleet's speed-up cancels) make a retraction storm: the
+	// server admits more than its KV holds and recomputes the evicted requests.
 	RetractionsFrequent = 1.0
+	RetractionShare     = 0.1
 	// ErroringShare is the share of failed attempts above which a server is erroring.
 	ErroringShare = 0.05
 	// minErrorsPerSec ignores isolated errors.
@@ -60,6 +76,10 @@ type Input struct {
 	Model api.ModelSpec
 	// PendingWork: the active job still has undispatched requests.
 	PendingWork bool
+	// Scheduler is the active job's scheduler (after resizes), nil if unknown.
+	// A server's own Limit is the fleet controller's; a static job limit or a
+	// job cap holds gend below it, and the client_limited action names which.
+	Scheduler *api.SchedulerSpec
 	// MeanContextTokens is the mean live context (prompt + generated so far) if
 	// known, else 0. The servers' own gauges (KV tokens used / running) take
 	// precedence when present.
@@ -99,7 +119,8 @@ type view struct {
 	kv      float64 // KV usage 0-1
 	mtt     float64 // max_total_num_tokens (KV pool in tokens, 0: unknown)
 	retr    float64 // retractions per minute
-	tokps   float64
+	tokps   float64 // the server's own decode rate (gen_throughput), else gend's count
+	tokFrom string
 	dram    *float64 // measured (GPM) DRAM bandwidth ratio, mean over the server's GPUs
 	peakBW  float64  // summed over the server's GPUs
 	memTot  float64  // summed GPU memory, bytes
@@ -114,15 +135,17 @@ type view struct {
 
 func newView(s api.Server, in Input) *view {
 	v := &view{s: s, gpus: in.GPUs[s.Name], retr: in.RetractionsPerMin[s.Name], tokps: s.TokensPerSec,
-		w: in.Model.WeightBytes, k: in.Model.KVBytesPerToken, maxRun: s.Capacity, running: s.InFlight}
+		tokFrom: "gend's count", w: in.Model.WeightBytes, k: in.Model.KVBytesPerToken, maxRun: s.Capacity, running: s.InFlight}
 	if g := s.Gauges; g != nil {
 		v.hasG = true
 		v.running, v.queued, v.kv, v.mtt = g.Running, g.Queued, g.TokenUsage, float64(g.MaxTotalTokens)
 		if g.MaxRunning > 0 {
 			v.maxRun = g.MaxRunning
 		}
-		if v.tokps == 0 {
-			v.tokps = g.GenThroughput
+		// The server's own decode rate is on the server's clock, the one the
+		// roofline and GPU telemetry use (gensim's simulated time, too).
+		if g.GenThroughput > 0 {
+			v.tokps, v.tokFrom = g.GenThroughput, "the server's gen_throughput"
 		}
 	}
 	var dramSum float64
@@ -149,6 +172,9 @@ func newView(s api.Server, in Input) *view {
 		v.ctx, v.ctxFrom = v.kv*v.mtt/float64(v.running), "KV tokens in use / running requests"
 	case in.MeanContextTokens > 0:
 		v.ctx, v.ctxFrom = in.MeanContextTokens, "mean live context of gend's requests"
+	}
+	if s.State == "down" || s.State == "probing" {
+		v.tokps = 0 // the last gauges and gend's decaying average are stale: it produces nothing
 	}
 	v.out = api.ServerDiagnosis{Name: s.Name, Evidence: []string{}, TokensPerSec: v.tokps}
 	return v
@@ -253,14 +279,14 @@ func (v *view) diagnose(in Input) {
 	if known && v.running > 0 {
 		gain = v.batchGain()
 	}
-	bwSat := v.bandwidthSaturated()
+	bwSat := v.bandwidthSaturated(known && gain > 0 && gain < MinBatchGain)
 	capped := v.maxRun > 0 && v.running >= v.maxRun
 
 	switch {
-	case v.retr >= RetractionsFrequent:
+	case v.storm():
 		v.kvBound(true)
 	case v.clientLimited():
-		v.clientLimitedVerdict()
+		v.clientLimitedVerdict(in)
 	case v.kv >= KVFull && !capped:
 		if bwSat && known && gain < MinBatchGain {
 			v.bandwidthBound(gain)
@@ -268,7 +294,9 @@ func (v *view) diagnose(in Input) {
 			v.kvBound(false)
 		}
 	case capped && v.kv < KVRoom:
-		if bwSat && known && gain < MinBatchGain {
+		// The lever here is max_running_requests up to what the KV cache holds,
+		// which may be more than a doubling.
+		if bwSat && known && gain < MinBatchGain && v.roomGain() < MinBatchGain {
 			v.bandwidthBound(gain)
 		} else {
 			v.concurrencyCapped()
@@ -283,6 +311,15 @@ func (v *view) diagnose(in Input) {
 	}
 }
 
+// storm reports a retraction storm: frequent retractions, and many per completed request.
+func (v *view) storm() bool {
+	if v.retr < RetractionsFrequent {
+		return false
+	}
+	perMin := v.s.RatePerSec * 60
+	return perMin <= 0 || v.retr/perMin >= RetractionShare
+}
+
 func reasonSuffix(r string) string {
 	if r == "" {
 		return ""
@@ -295,8 +332,12 @@ func (v *view) gaugeEvidence() {
 		v.add("no gauges from the server; gend has %d in flight (limit %d, capacity %s)", v.s.InFlight, v.s.Limit, orUnknown(v.maxRun))
 		return
 	}
-	v.add("running %d of max_running_requests %s, queue %d, KV cache %.0f%% used%s, retractions %.1f/min",
-		v.running, orUnknown(v.maxRun), v.queued, v.kv*100, poolNote(v.mtt), v.retr)
+	retr := fmt.Sprintf("%.1f/min", v.retr)
+	if v.retr > 0 && v.s.RatePerSec > 0 {
+		retr += fmt.Sprintf(" (%.2f per completed request)", v.retr/(v.s.RatePerSec*60))
+	}
+	v.add("running %d of max_running_requests %s, queue %d, KV cache %.0f%% used%s, retractions %s",
+		v.running, orUnknown(v.maxRun), v.queued, v.kv*100, poolNote(v.mtt), retr)
 	v.add("gend: %d in flight, limit %d", v.s.InFlight, v.s.Limit)
 }
 
@@ -340,25 +381,31 @@ func (v *view) roofline() {
 	if bound > 0 {
 		v.out.EfficiencyRatio = v.tokps / bound
 	}
-	v.add("measured %s tok/s%s vs roofline %s tok/s (%.0f%%): batch %d × mean context %s tokens (%s) → %.1f GB read per step (weights %.1f GB + KV %.1f GB) at %.0f%% of %s GB/s",
-		thousands(v.tokps), perGPU, thousands(bound), 100*v.out.EfficiencyRatio, v.running, thousands(v.ctx), v.ctxFrom,
+	v.add("measured %s tok/s (%s)%s vs roofline %s tok/s (%.0f%%): batch %d × mean context %s tokens (%s) → %.1f GB read per step (weights %.1f GB + KV %.1f GB) at %.0f%% of %s GB/s",
+		thousands(v.tokps), v.tokFrom, perGPU, thousands(bound), 100*v.out.EfficiencyRatio, v.running, thousands(v.ctx), v.ctxFrom,
 		stepBytes/1e9, v.w/1e9, b*v.ctx*v.k/1e9, Eta*100, thousands(v.peakBW/1e9))
 }
 
 // bandwidthSaturated uses GPM DRAM_BW_UTIL, or else the DRAM traffic the
-// roofline implies at the measured tok/s.
-func (v *view) bandwidthSaturated() bool {
+// roofline implies at the measured tok/s. kvDominated (the live KV cache
+// dominates each step's reads) lowers the practical ceiling: attention
+// kernels read scattered KV pages at a lower share of peak than weight GEMMs.
+func (v *view) bandwidthSaturated(kvDominated bool) bool {
+	ceiling, why := BandwidthSaturated, "weights dominate each step's reads"
+	if kvDominated {
+		ceiling, why = KVBandwidthSaturated, "KV reads dominate each step"
+	}
 	if v.dram != nil {
-		v.add("DRAM bandwidth %.0f%% of peak (GPM DRAM_BW_UTIL; ~%.0f%% is the practical ceiling)", *v.dram*100, BandwidthSaturated*100)
-		return *v.dram >= BandwidthSaturated
+		v.add("DRAM bandwidth %.0f%% of peak (GPM DRAM_BW_UTIL; ~%.0f%% is the practical ceiling when %s)", *v.dram*100, ceiling*100, why)
+		return *v.dram >= ceiling
 	}
 	if !v.rooflineKnown() || v.running <= 0 {
 		return false
 	}
 	b := float64(v.running)
 	est := v.tokps / b * (v.w + b*v.ctx*v.k) / v.peakBW
-	v.add("DRAM bandwidth ~%.0f%% of peak, estimated from tok/s and bytes per step (no GPM on this GPU)", est*100)
-	return est >= BandwidthSaturated
+	v.add("DRAM bandwidth ~%.0f%% of peak, estimated from tok/s and bytes per step (no GPM on this GPU; ~%.0f%% is the practical ceiling when %s)", est*100, ceiling*100, why)
+	return est >= ceiling
 }
 
 func (v *view) utilNote() {
@@ -387,12 +434,31 @@ func (v *view) clientLimited() bool {
 // kvAllowedBatch is the batch the KV cache would hold at the current context.
 func (v *view) kvAllowedBatch() float64 {
 	if v.kv > 0 && v.running > 0 {
-		return float64(v.running) * KVFull / v.kv
+		return float64(v.running) * KVHold / v.kv
 	}
 	return 0
 }
 
-func (v *view) clientLimitedVerdict() {
+// clientAction says which of gend's limits keeps the server short of work.
+func clientAction(sc *api.SchedulerSpec, s api.Server) string {
+	const adaptive = "switch the job to adaptive mode (genctl resize ID --adaptive), which follows what the servers can run"
+	switch {
+	case sc == nil:
+		return "gend is not sending enough: raise the job's concurrency (its static per_server, or per_server_max / total_max: genctl resize), or " +
+			adaptive + "; if its limits are already high, check whether the job is paused or reads its input too slowly (gend's log)"
+	case sc.Mode == api.ModeStatic:
+		return fmt.Sprintf("the job's static limit (per_server %d) keeps the server short of work: raise it (genctl resize ID --static N) or %s", sc.PerServer, adaptive)
+	case sc.PerServerMax > 0 && s.InFlight >= sc.PerServerMax:
+		return fmt.Sprintf("the job's per_server_max (%d) caps what gend sends: raise it (genctl resize ID --per-server-max N)", sc.PerServerMax)
+	case sc.TotalMax > 0:
+		return fmt.Sprintf("the job's total_max (%d) may cap what gend sends: raise it (genctl resize ID --total-max N)", sc.TotalMax)
+	case s.InFlight < s.Limit:
+		return "gend has work but keeps fewer requests in flight than its limit: check the job (paused? input read rate?) and gend's log"
+	}
+	return "gend is not sending enough: raise the job's per_server_max or total_max (genctl resize)"
+}
+
+func (v *view) clientLimitedVerdict(in Input) {
 	allowed := float64(v.maxRun)
 	if kvb := v.kvAllowedBatch(); kvb > 0 && (allowed <= 0 || kvb < allowed) {
 		allowed = kvb
@@ -401,10 +467,7 @@ func (v *view) clientLimitedVerdict() {
 	if !v.hasG {
 		idle = float64(v.maxRun - v.s.InFlight)
 	}
-	action := "gend is not sending enough: raise the job's per_server_max or total_max, or switch it to adaptive mode"
-	if v.s.InFlight < v.s.Limit {
-		action = "gend has work but keeps fewer requests in flight than its limit: check the job (paused? input read rate?) and gend's log"
-	}
+	action := clientAction(in.Scheduler, v.s)
 	if !v.hasG {
 		v.set(api.VerdictClientLimited, fmt.Sprintf("server has ~%.0f idle slots", idle), action)
 	} else {
@@ -422,6 +485,16 @@ func (v *view) clientLimitedVerdict() {
 	}
 }
 
+// roomGain is the roofline gain of growing the batch to what the KV cache
+// would hold (1 when unknown or no larger).
+func (v *view) roomGain() float64 {
+	room := v.kvAllowedBatch()
+	if !v.rooflineKnown() || v.running <= 0 || room <= float64(v.running) {
+		return 1
+	}
+	return v.bound(room, v.w, v.k) / v.bound(float64(v.running), v.w, v.k)
+}
+
 func (v *view) concurrencyCapped() {
 	room := v.kvAllowedBatch()
 	v.set(api.VerdictConcurrencyCapped,
@@ -429,7 +502,7 @@ func (v *view) concurrencyCapped() {
 		fmt.Sprintf("restart the server with a higher --max-running-requests (the KV cache would hold ~%.0f at this context length); gend follows the new capacity by itself", room))
 	v.score = 0.3
 	if room > float64(v.running) {
-		v.add("KV cache would hold ~%.0f running requests at %.0f%% usage", room, KVFull*100)
+		v.add("KV cache would hold ~%.0f running requests at %.0f%% usage", room, KVHold*100)
 		if v.rooflineKnown() {
 			g := v.bound(room, v.w, v.k) / v.bound(float64(v.running), v.w, v.k)
 			v.whatIf(fmt.Sprintf("--max-running-requests %.0f: running batch %d → %.0f", room, v.running, room), g)
@@ -541,14 +614,20 @@ func fleet(d *api.Diagnosis, views []*view, in Input) {
 	d.Summary = fmt.Sprintf("%s on %d of %d servers: %s", top, n, len(views), first.out.Summary)
 	d.Action = first.out.Action
 
-	var tok, roof float64
+	var tok, roof, tokKnown float64
+	known := 0
 	for _, v := range views {
 		tok += v.tokps
-		roof += v.out.RooflineTokPerSec
+		if v.out.RooflineTokPerSec > 0 {
+			roof += v.out.RooflineTokPerSec
+			tokKnown += v.tokps
+			known++
+		}
 	}
 	line := fmt.Sprintf("fleet: %s tok/s measured", thousands(tok))
 	if roof > 0 {
-		line += fmt.Sprintf(", roofline %s tok/s for the servers where it is known", thousands(roof))
+		line += fmt.Sprintf(", %s tok/s vs roofline %s tok/s (%.0f%%) on the %d servers where it is known",
+			thousands(tokKnown), thousands(roof), 100*tokKnown/roof, known)
 	}
 	counts := make([]string, 0, len(count))
 	for _, verdict := range order {

@@ -176,9 +176,9 @@ func TestDiagnoseVerdicts(t *testing.T) {
 		{
 			name: "one server down, the rest healthy",
 			servers: []api.Server{
-				server("gpu0", 150, 4, 256, 0.8, 500000, 3000),
+				server("gpu0", 150, 4, 256, 0.6, 500000, 3000),
 				server("gpu1", 0, 0, 256, 0, 500000, 0, func(s *api.Server) { s.State, s.LastReason, s.Gauges = "down", "connection refused", nil }),
-				server("gpu2", 150, 4, 256, 0.8, 500000, 3000),
+				server("gpu2", 150, 4, 256, 0.6, 500000, 3000),
 			},
 			model: none, pending: true, want: api.VerdictServerDown,
 			server:  []string{api.VerdictHealthy, api.VerdictServerDown, api.VerdictHealthy},
@@ -194,16 +194,57 @@ func TestDiagnoseVerdicts(t *testing.T) {
 		},
 		{
 			name: "isolated errors are not erroring",
-			servers: []api.Server{server("gpu0", 150, 4, 256, 0.8, 500000, 3000, func(s *api.Server) {
+			servers: []api.Server{server("gpu0", 150, 4, 256, 0.6, 500000, 3000, func(s *api.Server) {
 				s.ErrorsPerSec, s.RatePerSec = 0.002, 1.2
 			})},
 			pending: true, want: api.VerdictHealthy,
 		},
 		{
-			name:    "healthy: queue kept, KV and max_running have room, DRAM moderate",
-			servers: []api.Server{server("gpu0", 150, 4, 256, 0.8, 500000, 3000)},
+			name: "healthy: queue kept, KV and max_running have room, DRAM moderate",
+			// 27B on H200: weights dominate each step, so 55% of peak is below the ~75% ceiling.
+			servers: []api.Server{server("gpu0", 40, 4, 256, 0.6, 311000, 900)},
 			gpus:    map[string][]api.GPU{"gpu0": {h200(0, ptr(0.55))}},
-			model:   llama8B, pending: true, want: api.VerdictHealthy,
+			model:   qwen27B, pending: true, want: api.VerdictHealthy,
+		},
+		{
+			name: "small model, KV reads dominate, DRAM at the paged-attention ceiling",
+			// 8B on H200 as gensim runs it: 300 running, KV 88% of 913k tokens (105 GB per step
+			// vs 16 GB of weights); attention reads make the step, DRAM 43% of peak.
+			servers: []api.Server{server("gpu0", 300, 12, 4096, 0.88, 913080, 5000)},
+			gpus:    map[string][]api.GPU{"gpu0": {h200(0, ptr(0.43))}},
+			model:   llama8B, pending: true, want: api.VerdictBandwidthBound,
+			contain: []string{"~30% is the practical ceiling when KV reads dominate", "raise the roofline only"},
+		},
+		{
+			name:    "small model, KV reads dominate, DRAM low: not bandwidth-bound",
+			servers: []api.Server{server("gpu0", 300, 12, 4096, 0.88, 913080, 2000)},
+			gpus:    map[string][]api.GPU{"gpu0": {h200(0, ptr(0.2))}},
+			model:   llama8B, pending: true, want: api.VerdictKVBound,
+		},
+		{
+			name: "seed set-up as SGLang holds it: KV 89% with a queue is full",
+			// SGLang keeps the running requests' reserve free: a full pool reads 85-90%.
+			servers: []api.Server{server("gpu0", 40, 12, 2287, 0.89, 146399, 490)},
+			gpus:    map[string][]api.GPU{"gpu0": {rtxPro6000(0, 1, ptr(0.6))}},
+			model:   qwen27B, pending: true, want: api.VerdictKVBound,
+			contain: []string{"KV cache caps the running batch at 40"},
+		},
+		{
+			name: "occasional retractions are not a storm",
+			// 3 retractions/min against 60 completions/min: 5% of requests.
+			servers: []api.Server{server("gpu0", 40, 12, 2287, 0.89, 146399, 490, func(s *api.Server) { s.RatePerSec = 1 })},
+			gpus:    map[string][]api.GPU{"gpu0": {rtxPro6000(0, 1, ptr(0.6))}},
+			retr:    map[string]float64{"gpu0": 3},
+			model:   qwen27B, pending: true, want: api.VerdictKVBound,
+			contain: []string{"the KV cache caps the running batch at 40", "0.05 per completed request"},
+		},
+		{
+			name: "gen_throughput is the server's clock: a sped-up simulation keeps its efficiency",
+			// gensim at speed-up 100: gend counts 100× the simulated tok/s; the roofline is simulated.
+			servers: []api.Server{server("gpu0", 40, 12, 2287, 0.89, 146399, 49000, func(s *api.Server) { s.Gauges.GenThroughput = 490 })},
+			gpus:    map[string][]api.GPU{"gpu0": {rtxPro6000(0, 1, ptr(0.6))}},
+			model:   qwen27B, pending: true, want: api.VerdictKVBound,
+			contain: []string{"measured 490 tok/s (the server's gen_throughput) vs roofline 650 tok/s (75%)"},
 		},
 		{
 			name:    "idle: no work",
@@ -275,5 +316,31 @@ func TestThousands(t *testing.T) {
 		if got := thousands(in); got != want {
 			t.Errorf("thousands(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestClientAction(t *testing.T) {
+	t.Parallel()
+	srv := func(inFlight, limit int) api.Server { return api.Server{InFlight: inFlight, Limit: limit} }
+	tests := []struct {
+		name string
+		sc   *api.SchedulerSpec
+		s    api.Server
+		want string
+	}{
+		{"job unknown", nil, srv(2, 79), "static per_server, or per_server_max / total_max"},
+		{"static job", &api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 2}, srv(2, 79), "static limit (per_server 2)"},
+		{"per_server_max reached", &api.SchedulerSpec{Mode: api.ModeAdaptive, PerServerMax: 16}, srv(16, 79), "per_server_max (16) caps"},
+		{"total_max set", &api.SchedulerSpec{Mode: api.ModeAdaptive, TotalMax: 10}, srv(5, 79), "total_max (10)"},
+		{"below gend's own limit", &api.SchedulerSpec{Mode: api.ModeAdaptive}, srv(5, 79), "paused? input read rate?"},
+		{"at gend's own limit", &api.SchedulerSpec{Mode: api.ModeAdaptive}, srv(79, 79), "raise the job's per_server_max or total_max"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := clientAction(tc.sc, tc.s); !strings.Contains(got, tc.want) {
+				t.Errorf("clientAction = %q, want it to contain %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ import (
 // GEND_INPUT_BENCH_LINES sets the size (default 100000); the 10^7-line
 // run of the report is
 //
-//	GEND_INPUT_BENCH_LINES=10000000 go test -run '^$' -bench Read -benchtime 1x ./internal/input/
+//	GEND_INPUT_BENCH_LINES=10000000 go test -run '^$' -bench 'Read/(count|input-plain$|input-zst|shuffle)' -benchtime 1x -timeout 30m ./internal/input/
 //
 // The files live in a temporary directory that is removed afterwards.
 func BenchmarkRead(b *testing.B) {
@@ -47,11 +47,11 @@ func BenchmarkRead(b *testing.B) {
 		opts Options
 	}{
 		{"count", plain, Options{}},
-		{"input/plain", plain, Options{Model: "Qwen/Qwen3-32B", Params: params}},
-		{"input/plain-sized", plain, Options{Model: "Qwen/Qwen3-32B", Params: params, ExpectedLines: int64(n)}},
-		{"input/zst", zst, Options{Model: "Qwen/Qwen3-32B", Params: params}},
-		{"shuffle/plain", plain, Options{Model: "Qwen/Qwen3-32B", Params: params, Order: OrderShuffle, Seed: 1}},
-		{"shuffle/zst", zst, Options{Model: "Qwen/Qwen3-32B", Params: params, Order: OrderShuffle, Seed: 1, TempDir: dir}},
+		{"input-plain", plain, Options{Model: "Qwen/Qwen3-32B", Params: params}},
+		{"input-plain-sized", plain, Options{Model: "Qwen/Qwen3-32B", Params: params, ExpectedLines: int64(n)}},
+		{"input-zst", zst, Options{Model: "Qwen/Qwen3-32B", Params: params}},
+		{"shuffle-plain", plain, Options{Model: "Qwen/Qwen3-32B", Params: params, Order: OrderShuffle, Seed: 1}},
+		{"shuffle-zst", zst, Options{Model: "Qwen/Qwen3-32B", Params: params, Order: OrderShuffle, Seed: 1, TempDir: dir}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

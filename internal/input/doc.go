@@ -17,6 +17,19 @@
 // limit is known (SGLang and vLLM bound the KV cache by it); completion
 // bodies carry max_tokens. A limit on the line wins over one in the params.
 //
+// Identity: a line's id is "custom_id", else "id"; an integer id becomes
+// its decimal string. The first line with an id is processed, every later
+// one is a duplicate_custom_id BadLine. Duplicates are found across the
+// whole file, in file order, also when sharded (every shard hashes every
+// line's id, so exactly one shard reports each duplicate) or shuffled (the
+// shuffle's pre-pass finds them), and also through resumed lines (Skip):
+// those still register their id but are never reported again. A line whose
+// id can be read registers it even when the line is otherwise invalid, so
+// each id ends up exactly once in shards ∪ errors.
+//
+// Text is passed through as the input has it: invalid UTF-8 inside a JSON
+// string is not repaired here (the server will reject that request).
+//
 // Memory is bounded whatever the file size: lines are streamed through a
 // fixed buffer (a line longer than MaxLineBytes is a BadLine and is never
 // held whole), duplicate custom_ids are found with a set of 64-bit hashes

@@ -17,6 +17,7 @@ import (
 // about n²/2^65: 2.7e-6 for 10^7 ids, 2.7e-4 for 10^8. The hash seed is
 // random per set, so no input can be built to collide on purpose.
 type idSet struct {
+	mem   *mem
 	seed  maphash.Seed
 	slots []uint64 // 0 = empty
 	n     int
@@ -27,10 +28,16 @@ type idSet struct {
 
 const idSetMaxLoad = 0.8
 
-func newIDSet(expected int64) *idSet {
-	s := &idSet{seed: maphash.MakeSeed()}
-	s.slots = make([]uint64, slotsFor(expected))
+func newIDSet(m *mem, expected int64) *idSet {
+	s := &idSet{mem: m, seed: maphash.MakeSeed()}
+	s.slots = alloc[uint64](m, slotsFor(expected))
 	return s
+}
+
+// release returns the table's memory; the set must not be used afterwards.
+func (s *idSet) release() {
+	free(s.mem, s.slots)
+	s.slots = nil
 }
 
 // slotsFor sizes a table for n ids at 0.75 load.
@@ -81,10 +88,11 @@ func (s *idSet) grow() {
 		want = max(int64(s.n)*5/4, s.estimate()*11/10)
 	}
 	old := s.slots
-	s.slots = make([]uint64, max(slotsFor(want), len(old)*5/4))
+	s.slots = alloc[uint64](s.mem, max(slotsFor(want), len(old)*5/4))
 	for _, h := range old {
 		if h != 0 {
 			s.insert(h)
 		}
 	}
+	free(s.mem, old)
 }

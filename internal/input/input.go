@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 )
 
 // Orders.
@@ -144,13 +145,15 @@ func Count(ctx context.Context, path string, opts Options) (int64, error) {
 // Reader yields the items and bad lines of one input file. It is not safe
 // for concurrent use.
 type Reader struct {
-	ctx    context.Context
-	path   string
-	opts   Options
-	shardN int64
-	shardI int64
-	p      *parser
-	ids    *idSet
+	ctx     context.Context
+	path    string
+	opts    Options
+	shardN  int64
+	shardI  int64
+	p       *parser
+	ids     *idSet
+	mem     *mem // the large arrays (ids, shuffle index)
+	cleanup runtime.Cleanup
 
 	cur *source // the source being read in order, for size estimates
 	// input order
@@ -174,14 +177,15 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open input %s: %w", path, err)
 	}
-	r := &Reader{ctx: ctx, path: path, opts: opts, p: p}
-	r.shardN, r.shardI = opts.shards()
 	src, err := openSource(path, opts.maxLine())
 	if err != nil {
 		return nil, err
 	}
+	r := &Reader{ctx: ctx, path: path, opts: opts, p: p, mem: newMem()}
+	r.shardN, r.shardI = opts.shards()
+	r.cleanup = runtime.AddCleanup(r, (*mem).releaseAll, r.mem)
 	r.cur = src
-	r.ids = newIDSet(r.expectedLines(src))
+	r.ids = newIDSet(r.mem, r.expectedLines(src))
 	r.ids.estimate = func() int64 {
 		if f := r.cur.progress(); f > 0.01 {
 			return int64(float64(r.ordinal) / f)
@@ -194,10 +198,11 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	}
 	sh, err := r.index(src)
 	if err != nil {
+		r.cleanup.Stop()
+		r.mem.releaseAll()
 		return nil, fmt.Errorf("open input %s: %w", path, err)
 	}
 	r.sh = sh
-	r.ids = nil // duplicates are known now
 	return r, nil
 }
 
@@ -229,6 +234,9 @@ func (r *Reader) mine(ordinal int64) bool { return ordinal%r.shardN == r.shardI 
 // io.EOF after the last one. Other errors (I/O, a cancelled context) end
 // the reading.
 func (r *Reader) Next() (Item, *BadLine, error) {
+	// r owns the mapped arrays that the code below reads through other
+	// pointers: keep its cleanup from running before Next returns.
+	defer runtime.KeepAlive(r)
 	if r.closed {
 		return Item{}, nil, fmt.Errorf("read input %s: reader closed", r.path)
 	}
@@ -297,13 +305,17 @@ func (r *Reader) emit(lineNo int64, id []byte, msg string, dup bool) (Item, *Bad
 	return it, nil
 }
 
-// Close releases the file (and the decompressed copy of a shuffle). It is
-// safe to call twice.
+// Close releases the file, the memory of the duplicate set and of a
+// shuffle's index, and a shuffle's decompressed copy. It is safe to call
+// twice.
 func (r *Reader) Close() error {
 	if r.closed {
 		return nil
 	}
 	r.closed = true
+	r.cleanup.Stop()
+	r.mem.releaseAll()
+	r.ids = nil
 	var err error
 	if r.src != nil {
 		err = r.src.Close()

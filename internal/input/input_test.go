@@ -403,7 +403,9 @@ func TestIDSet(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newIDSet(tc.expected)
+			m := newMem()
+			defer m.releaseAll()
+			s := newIDSet(m, tc.expected)
 			s.estimate = tc.estimate
 			for i := range 100000 {
 				if s.add(fmt.Appendf(nil, "id-%d", i)) {

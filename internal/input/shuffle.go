@@ -40,13 +40,14 @@ const offsetChunk = 1 << 16
 // offsets is a chunked []int64, so that growing it never copies (and never
 // holds two copies of) a large array.
 type offsets struct {
+	mem    *mem
 	chunks [][]int64
 	n      int
 }
 
 func (o *offsets) add(v int64) {
 	if o.n%offsetChunk == 0 {
-		o.chunks = append(o.chunks, make([]int64, offsetChunk))
+		o.chunks = append(o.chunks, alloc[int64](o.mem, offsetChunk))
 	}
 	o.chunks[o.n/offsetChunk][o.n%offsetChunk] = v
 	o.n++
@@ -58,7 +59,7 @@ func (o *offsets) at(k int) int64 { return o.chunks[k/offsetChunk][k%offsetChunk
 // TempDir when compressed, record the offsets of the shard's lines, find
 // duplicates in file order, and draw the permutation.
 func (r *Reader) index(src *source) (_ *shuffled, err error) {
-	sh := &shuffled{maxLine: r.opts.maxLine()}
+	sh := &shuffled{maxLine: r.opts.maxLine(), offsets: offsets{mem: r.mem}}
 	defer func() {
 		if err != nil {
 			sh.Close()
@@ -130,8 +131,9 @@ func (r *Reader) index(src *source) (_ *shuffled, err error) {
 	if n > 0 {
 		sh.guess = int(min(max(2*bytesSeen/int64(n)+64, 512), 1<<20))
 	}
-	r.ids = nil // free the duplicate set before allocating the permutation
-	sh.perm = make([]uint32, n)
+	r.ids.release() // free the duplicate set before allocating the permutation
+	r.ids = nil
+	sh.perm = alloc[uint32](r.mem, n)
 	for k := range sh.perm {
 		sh.perm[k] = uint32(k)
 	}
