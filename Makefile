@@ -45,7 +45,7 @@ bench-eta: build
 	$(GO) run ./internal/etabench
 
 bench-scale: build
-	$(GO) run ./internal/bench/cmd/benchctl scale
+	$(GO) run ./internal/scalebench -gend $(BIN)/gend
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

@@ -131,6 +131,17 @@ type srvRate struct {
 	running  int
 	seen     bool
 	retr     []retrSample
+	// For the ETA (etainput.go): the last gauges' batch and KV cache, and a
+	// history of cumulative per-request decode progress and admissions.
+	queued      int
+	maxRunning  int
+	kvCap       float64
+	kvUsed      float64
+	perReqRate  float64 // EWMA of one running request's tok/s
+	rateSamples int     // counter deltas seen
+	progress    float64 // Σ Δgeneration_tokens / running: tokens one running request made
+	admitted    float64 // cumulative admissions: completions + running (monotone)
+	hist        []progSample
 }
 
 type retrSample struct {
@@ -189,7 +200,9 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 	for _, s := range servers {
 		r := t.get(s.Name)
 		if g := s.Gauges; g != nil {
+			prevRunning := r.running
 			r.running = g.Running
+			r.observeGauges(g)
 			if n := len(r.retr); n == 0 || g.At.After(r.retr[n-1].at) {
 				r.retr = append(r.retr, retrSample{g.At, g.Retractions})
 				for len(r.retr) > 2 && g.At.Sub(r.retr[0].at) > 2*time.Minute {
@@ -204,6 +217,7 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 					} else {
 						r.genRate = ewma*inst + (1-ewma)*r.genRate
 					}
+					r.observeProgress(g, prevRunning, g.GenTokensTotal-r.lastGen)
 				}
 				if !r.seen || g.At.After(r.lastAt) {
 					r.lastGen, r.lastAt, r.seen = g.GenTokensTotal, g.At, true
@@ -234,7 +248,8 @@ func (t *throughput) perServer() map[string]rate {
 }
 
 // fleet returns the output tokens/s of the given servers (all if empty),
-// their running batch, and each server's per-request decode rate.
+// their running batch, and each server's per-request decode rate; tok is 0
+// while a server's counters have not given minRateSamples deltas yet.
 func (t *throughput) fleet(only []string) (tok float64, running int, perReq map[string]float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -253,6 +268,9 @@ func (t *throughput) fleet(only []string) (tok float64, running int, perReq map[
 			continue
 		}
 		r := t.srv[n]
+		if r.seen && r.rateSamples < minRateSamples {
+			return 0, 0, perReq
+		}
 		g := r.genRate
 		if g <= 0 {
 			g = r.tokens

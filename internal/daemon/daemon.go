@@ -105,6 +105,7 @@ func New(opts Options) (*Daemon, error) {
 	d.sched = scheduler.New(scheduler.Options{
 		Sender: sender{d}, Prober: prober{d.be}, Events: events{d}, Period: opts.ControlPeriod,
 	})
+	d.reg.MustRegister(dispatchCollector{d.sched})
 	fr, err := st.loadFleet()
 	if err != nil {
 		return nil, err

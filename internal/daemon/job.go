@@ -278,7 +278,6 @@ func (j *job) execute(ctx context.Context) error {
 	return nil
 }
 
-
 // feed reads the input and queues its items; bad lines go to errors.jsonl.
 func (j *job) feed(ctx context.Context, path string, opts input.Options, sj *scheduler.Job) error {
 	r, err := input.Open(ctx, path, opts)

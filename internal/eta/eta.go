@@ -27,6 +27,23 @@ type State struct {
 	// PerRequestTokPerSec is one request's decode speed at the current batch
 	// (TokensPerSec / running), 0 if unknown.
 	PerRequestTokPerSec float64
+	// Servers, when known, are the servers' own gauges. With their KV
+	// caches the estimator projects the throughput the fleet settles at
+	// once the running requests' contexts reach their steady-state size
+	// (long outputs fill the KV cache, which then caps the batch).
+	Servers []Server
+	// PromptTokens is the job's mean prompt length in tokens (0 = unknown).
+	PromptTokens float64
+}
+
+// Server is one server's gauges.
+type Server struct {
+	TokensPerSec float64 // the server's output tokens/s (all its requests)
+	Running      float64 // requests decoding now
+	Queued       float64 // requests waiting in the server's own queue
+	MaxRunning   float64 // the server's cap on running requests (0 = unknown)
+	KVCapacity   float64 // KV cache size in tokens (0 = unknown)
+	KVUsed       float64 // KV cache tokens in use now
 }
 
 // Result is one estimate. Seconds are from now.
@@ -89,6 +106,7 @@ type Estimator struct {
 	surv            [numBins + 1]float64
 	area            [numBins + 1]float64 // area[j] = ∫_{edge j}^{max} S
 	spliceBin       int
+	kvUse           float64 // KV cache usage of the saturated fleet (EWMA), 0 until seen
 	groups          []drainGroup
 }
 
@@ -153,8 +171,14 @@ func (e *Estimator) Estimate(s State) Result {
 	} else if running > 0 {
 		v = s.TokensPerSec / running
 	}
-	full := math.Max(s.Concurrency, nIF)
+	// The fleet's running capacity. In-flight requests may exceed it
+	// (the daemon keeps a small queue on each server).
+	full := s.Concurrency
+	if full <= 0 {
+		full = running
+	}
 	ctxNow := meanOf(s.InFlight)
+	e.observeKV(s)
 	if running >= 1 && v > 0 {
 		saturated := s.NotStarted > 0 && running >= 0.9*full
 		if !saturated {
@@ -198,12 +222,25 @@ func (e *Estimator) Estimate(s State) Result {
 	// Seconds per token grow with the context the batch reads (KV): a
 	// young job decodes faster than the same job in steady state, when the
 	// mean age of a running request is w.eqMean.
+	//
+	// With the servers' KV caches known, the batch and throughput the
+	// fleet settles at are projected from the steady-state context instead
+	// (kv.go).
 	ctxFactor := 1.0
+	kvFactor := 1.0
+	fullT, runT, vT := math.Max(e.speed.full, full), running, v
 	if s.NotStarted > 0 {
-		ctxFactor = e.ctx.factor(ctxNow, w.eqMean)
+		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean); p.ok {
+			runT = running * p.batch
+			fullT = runT
+			vT = v * p.tput / p.batch
+			kvFactor = p.tput
+		} else {
+			ctxFactor = e.ctx.factor(ctxNow, w.eqMean)
+		}
 	}
-	kappa, kSlow, kFast := e.speed.kappas(e.opts.SoloSpeedup, math.Max(e.speed.full, full))
-	ts := e.timeline(w, s.NotStarted, full, running, v, ctxFactor, [3]float64{kappa, kFast, kSlow})
+	kappa, kSlow, kFast := e.speed.kappas(e.opts.SoloSpeedup, fullT)
+	ts := e.timeline(w, s.NotStarted, fullT, runT, vT, ctxFactor, [3]float64{kappa, kFast, kSlow})
 	t, tFast, tSlow := ts[0], ts[1], ts[2]
 
 	// Uncertainty of the remaining work: parameter uncertainty of the tail
@@ -216,9 +253,12 @@ func (e *Estimator) Estimate(s State) Result {
 	varW += ext * ext * w.total * w.total
 	varW += (q + nIF) * w.varLen
 	varW += (altW - w.total) * (altW - w.total) / 4
-	sdW := math.Sqrt(varW) / w.total
+	sdW := 0.0
+	if w.total > 0 {
+		sdW = math.Sqrt(varW) / w.total
+	}
 	sdT := math.Sqrt(e.lnTVar)
-	sdC := math.Abs(math.Log(ctxFactor)) / 2
+	sdC := math.Abs(math.Log(ctxFactor))/2 + math.Abs(math.Log(kvFactor))/4
 	sd := math.Sqrt(sdW*sdW + sdT*sdT + sdC*sdC + 0.03*0.03)
 
 	lo := math.Min(t.main, tFast.main)*math.Exp(-z90*sd) + math.Min(t.drain, tFast.drain)*math.Exp(-z90*sd)

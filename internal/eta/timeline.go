@@ -50,7 +50,7 @@ func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v,
 	if queue {
 		eqSlots = math.Max(full-nIF, 0)
 	}
-	slots := math.Max(nIF+eqSlots, 1)
+	slots := math.Max(full, 1)
 
 	// Fixed point for τ₁ (bounded iterations; it contracts quickly).
 	tau := 0.0

@@ -62,8 +62,8 @@ func TestKVPoolAndDefaults(t *testing.T) {
 		wantMaxRunning int
 	}{
 		{"rtx-pro-6000", "27b", 146399, 2287},
-		{"h100", "27b", 87718, 2048},
-		{"h200", "8b", 912591, 4096},
+		{"h100", "27b", 87618, 2048},
+		{"h200", "8b", 913080, 4096},
 	}
 	for _, tt := range tests {
 		t.Run(tt.gpu+"/"+tt.model, func(t *testing.T) {
@@ -126,11 +126,31 @@ func TestAdmissionReserve(t *testing.T) {
 			for i := range tt.n {
 				tc.add(string(rune('a'+i)), 100, 8192, 8000)
 			}
-			tc.advance(0.5)
+			tc.advance(0.001) // the first prefill batch only
 			if len(tc.running) != tt.wantRunning || len(tc.waiting) != tt.n-tt.wantRunning {
 				t.Fatalf("running %d waiting %d, want %d %d", len(tc.running), len(tc.waiting), tt.wantRunning, tt.n-tt.wantRunning)
 			}
 		})
+	}
+}
+
+func TestAdmissionFollowsRatioDecay(t *testing.T) {
+	t.Parallel()
+	tc := newTestCore(t, coreConfig{pool: 10000})
+	for i := range 3 {
+		tc.add(string(rune('a'+i)), 100, 8192, 8000)
+	}
+	tc.advance(0.001)
+	if len(tc.running) != 2 {
+		t.Fatalf("running %d after the first prefill, want 2", len(tc.running))
+	}
+	// As the ratio decays, the running requests' reserve shrinks until the
+	// third request fits: 9798 - 2×4095×ratio > 4196 once ratio < ~0.68.
+	for i := 1; i <= 100 && len(tc.running) < 3; i++ {
+		tc.advance(0.001 + float64(i)*0.01)
+	}
+	if len(tc.running) != 3 || tc.ratio > 0.685 || tc.ratio < 0.6 {
+		t.Fatalf("running %d at ratio %.3f, want the third admitted near 0.68", len(tc.running), tc.ratio)
 	}
 }
 

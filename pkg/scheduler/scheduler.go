@@ -62,6 +62,12 @@ type Task struct {
 	server   string
 	started  time.Time
 	streamed atomic.Int64
+
+	// Guarded by Scheduler.mu: the attempt's cancel, and whether gend is
+	// moving it to a faster server at the end of the job (migrate).
+	cancel     context.CancelFunc
+	migrating  bool
+	migrations int
 }
 
 // Streamed records how many output tokens a streaming attempt has produced.
@@ -130,6 +136,7 @@ type Scheduler struct {
 	wg      sync.WaitGroup // send goroutines
 	ctx     context.Context
 	ctlWG   sync.WaitGroup // control goroutines
+	lat     dispatchClock  // dispatch latency (latency.go)
 }
 
 // New builds a scheduler; Run starts it.
@@ -263,6 +270,9 @@ type Job struct {
 	running   map[*Task]struct{}
 	drained   bool
 	stats     JobStats
+	// completed requests' output tokens, for the mean at the end of the job
+	doneTokens, doneCount int64
+	migrating             int // attempts cancelled to move, not back yet
 }
 
 // JobStats are a job's scheduler counters.
@@ -270,6 +280,7 @@ type JobStats struct {
 	Dispatched int64
 	Retries    int64
 	Finished   int64
+	Migrated   int64 // attempts moved off a slow server at the end of the job
 }
 
 // AddJob registers a job. Its tasks are pushed with Push.
@@ -508,11 +519,15 @@ func (s *Scheduler) dispatch() time.Time {
 			continue
 		}
 		tail := j.inputEnd.Load() && j.pendingLocked() <= qsum
+		end := s.endOfJobLocked(j)
 		for {
 			if j.limits.TotalMax > 0 && j.inflight >= j.limits.TotalMax {
 				break
 			}
-			sv := s.pickLocked(j, tail)
+			if end != nil {
+				end.pending = j.pendingLocked()
+			}
+			sv := s.pickOtherLocked(j, tail, "", end)
 			if sv == nil {
 				break
 			}
@@ -521,11 +536,14 @@ func (s *Scheduler) dispatch() time.Time {
 				break
 			}
 			if t.avoid == sv.spec.Name {
-				if alt := s.pickOtherLocked(j, tail, sv.spec.Name); alt != nil {
+				if alt := s.pickOtherLocked(j, tail, sv.spec.Name, end); alt != nil {
 					sv = alt
 				}
 			}
 			s.startLocked(j, sv, t, now)
+		}
+		if end != nil && j.pendingLocked() == 0 && !j.paused {
+			s.migrateLocked(j, tail)
 		}
 		if len(j.retries) > 0 {
 			if d := j.retries[0].due; next.IsZero() || d.Before(next) {
@@ -533,6 +551,7 @@ func (s *Scheduler) dispatch() time.Time {
 			}
 		}
 	}
+	s.lat.passDoneLocked()
 	s.mu.Unlock()
 	for _, j := range drained {
 		if j.opts.OnDrained != nil {
@@ -542,17 +561,46 @@ func (s *Scheduler) dispatch() time.Time {
 	return next
 }
 
-// pickLocked returns the allowed healthy server with the most free slots for j.
-func (s *Scheduler) pickLocked(j *Job, tail bool) *server {
-	return s.pickOtherLocked(j, tail, "")
+// endOfJob is what dispatch knows at the end of an adaptive job's input,
+// to keep tasks off servers too slow to finish them before the rest of the
+// fleet drains the queue (TailSkip).
+type endOfJob struct {
+	pending int
+	rate    float64 // fleet completions per second
+	meanOut float64
+	vBest   float64
 }
 
-func (s *Scheduler) pickOtherLocked(j *Job, tail bool, skip string) *server {
+// endOfJobLocked returns the end-of-job view of an adaptive job whose input
+// has ended, or nil.
+func (s *Scheduler) endOfJobLocked(j *Job) *endOfJob {
+	fmt.Println("DEBUGE", time.Now().Format("05.000"), j.pendingLocked(), j.doneCount, s.servers["slow"].speed, s.servers["slow"].inflight)
+	if !j.inputEnd.Load() || j.limits.Mode == api.ModeStatic || j.doneCount < 20 {
+		return nil
+	}
+	e := &endOfJob{meanOut: float64(j.doneTokens) / float64(j.doneCount)}
+	for _, name := range s.order {
+		sv := s.servers[name]
+		if sv.state != StateHealthy || !j.allowed(name) {
+			continue
+		}
+		e.rate += sv.complRate
+		e.vBest = max(e.vBest, sv.speed.PerRequest)
+	}
+	return e
+}
+
+// pickOtherLocked returns the allowed healthy server (not skip) with the
+// most free slots for j; end, when set, keeps slow servers out.
+func (s *Scheduler) pickOtherLocked(j *Job, tail bool, skip string, end *endOfJob) *server {
 	var best *server
 	bestFree := 0
 	for _, name := range s.order {
 		sv := s.servers[name]
 		if sv.state != StateHealthy || name == skip || !j.allowed(name) || !sv.law.Started {
+			continue
+		}
+		if end != nil && TailSkip(end.pending, end.rate, end.meanOut, sv.speed.PerRequest, end.vBest) {
 			continue
 		}
 		free := j.capLocked(sv, tail) - sv.inflight
@@ -573,18 +621,23 @@ func (s *Scheduler) startLocked(j *Job, sv *server, t *Task, now time.Time) {
 	t.streamed.Store(0)
 	j.running[t] = struct{}{}
 	spec := sv.spec
+	freed := s.lat.takeLocked()
+	actx, acancel := context.WithCancel(j.ctx)
+	t.cancel = acancel
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx := j.ctx
+		ctx := actx
 		var cancel context.CancelFunc
 		if j.opts.AttemptTimeout > 0 {
 			ctx, cancel = context.WithTimeout(ctx, j.opts.AttemptTimeout)
 		}
+		s.lat.observe(freed)
 		r := s.opts.Sender.Send(ctx, spec, t)
 		if cancel != nil {
 			cancel()
 		}
+		acancel()
 		if j.ctx.Err() != nil && r.Outcome != OK {
 			r.Outcome = Aborted
 		}
@@ -596,11 +649,33 @@ func (s *Scheduler) startLocked(j *Job, sv *server, t *Task, now time.Time) {
 func (s *Scheduler) finish(j *Job, sv *server, t *Task, r Result) {
 	final := false
 	s.mu.Lock()
+	s.lat.slotFreedLocked(time.Now())
 	sv.inflight--
 	j.inflight--
 	j.perServer[sv.spec.Name]--
 	delete(j.running, t)
+	t.cancel = nil
+	moved := t.migrating
+	t.migrating = false
+	if moved {
+		j.migrating--
+	}
+	if moved && r.Outcome != OK && j.ctx.Err() == nil {
+		// Cancelled by migrateLocked: run it again elsewhere at once. Not
+		// an attempt and not the server's fault.
+		t.avoid = sv.spec.Name
+		t.due = time.Now()
+		heap.Push(&j.retries, t)
+		j.stats.Migrated++
+		s.mu.Unlock()
+		s.poke()
+		return
+	}
 	sv.count(r)
+	if r.Outcome == OK {
+		j.doneTokens += r.CompletionTokens
+		j.doneCount++
+	}
 	switch r.Outcome {
 	case OK, Permanent:
 		final = true
@@ -719,4 +794,46 @@ func (h *taskHeap) Pop() any {
 	old[n-1] = nil
 	*h = old[:n-1]
 	return t
+}
+
+// migrateLocked runs when an adaptive job has nothing left to dispatch:
+// while faster servers have free slots, it cancels the oldest attempts on
+// servers MigrateWorth calls slow, and finish puts them back to run on a
+// faster one (TailSkip keeps them off the slow one).
+func (s *Scheduler) migrateLocked(j *Job, tail bool) {
+	free, vBest := 0, 0.0
+	for _, name := range s.order {
+		sv := s.servers[name]
+		if sv.state != StateHealthy || !j.allowed(name) || !sv.law.Started {
+			continue
+		}
+		if f := j.capLocked(sv, tail) - sv.inflight; f > 0 && sv.speed.PerRequest > 0 {
+			free += f
+			vBest = max(vBest, sv.speed.PerRequest)
+		}
+	}
+	free -= j.migrating
+	if free <= 0 || vBest <= 0 {
+		return
+	}
+	var cands []*Task
+	for t := range j.running {
+		sv := s.servers[t.server]
+		if sv == nil || t.migrating || t.cancel == nil || t.migrations >= maxMigrations || !MigrateWorth(sv.speed.PerRequest, vBest) {
+			continue
+		}
+		cands = append(cands, t)
+	}
+	// Oldest first: with heavy-tailed lengths they are the likeliest to run
+	// longest.
+	sort.Slice(cands, func(a, b int) bool { return cands[a].started.Before(cands[b].started) })
+	if len(cands) > 0 {
+		fmt.Println("DEBUG", time.Now().Format("05.000"), "free", free, "cands", len(cands), "pending", j.pendingLocked())
+	}
+	for _, t := range cands[:min(free, len(cands))] {
+		t.migrating = true
+		t.migrations++
+		j.migrating++
+		t.cancel()
+	}
 }

@@ -23,11 +23,17 @@ type fakeFleet struct {
 	peak     map[string]int
 	sent     map[int64]int // line → attempts sent
 	capacity int
+	// rate is each server's decode speed per running request (tokens/s);
+	// gen integrates it into the generation counter the gauges report.
+	rate  map[string]float64
+	gen   map[string]float64
+	genAt map[string]time.Time
 }
 
 func newFakeFleet(capacity int, servers ...string) *fakeFleet {
 	f := &fakeFleet{dur: map[string]time.Duration{}, down: map[string]bool{}, inflight: map[string]int{},
-		peak: map[string]int{}, sent: map[int64]int{}, capacity: capacity}
+		peak: map[string]int{}, sent: map[int64]int{}, capacity: capacity,
+		rate: map[string]float64{}, gen: map[string]float64{}, genAt: map[string]time.Time{}}
 	for _, s := range servers {
 		f.dur[s] = time.Second
 	}
@@ -79,7 +85,13 @@ func (f *fakeFleet) Gauges(ctx context.Context, s api.ServerSpec) (api.Gauges, e
 	}
 	n := f.inflight[s.Name]
 	run := min(n, f.capacity)
-	return api.Gauges{At: time.Now(), Source: "sglang-loads", Running: run, Queued: n - run, TokenUsage: float64(run) / float64(f.capacity+1)}, nil
+	now := time.Now()
+	if at, ok := f.genAt[s.Name]; ok {
+		f.gen[s.Name] += float64(run) * f.rate[s.Name] * now.Sub(at).Seconds()
+	}
+	f.genAt[s.Name] = now
+	return api.Gauges{At: now, Source: "sglang-loads", Running: run, Queued: n - run, TokenUsage: float64(run) / float64(f.capacity+1),
+		GenTokensTotal: f.gen[s.Name]}, nil
 }
 
 func (f *fakeFleet) Health(ctx context.Context, s api.ServerSpec) error {
@@ -288,7 +300,6 @@ func TestPriorityAndBackfill(t *testing.T) {
 		_ = s.AddServer(api.ServerSpec{Name: "a"})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		go s.Run(ctx)
 		lo := &finished{lines: map[int64]Outcome{}}
 		hi := &finished{lines: map[int64]Outcome{}}
 		jl := s.AddJob(ctx, JobOptions{ID: "lo", Priority: 0, Limits: api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 10}, OnFinish: lo.onFinish})
@@ -300,6 +311,9 @@ func TestPriorityAndBackfill(t *testing.T) {
 			_ = jh.Push(ctx, &Task{Line: int64(i)})
 		}
 		jh.InputDone()
+		// Both jobs have work before the server is admitted, so the first
+		// dispatch sees both queues.
+		go s.Run(ctx)
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		// The high-priority job takes its 5 slots first; the low one fills the
@@ -311,4 +325,53 @@ func TestPriorityAndBackfill(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 	})
+}
+
+// At the end of an adaptive job, work leaves a server that became much
+// slower than the rest: no new task goes there once the queue drains faster
+// than it would finish one, and its running attempts move to idle fast
+// servers. Static mode does neither.
+func TestEndOfJobMovesWorkOffSlowServer(t *testing.T) {
+	tests := []struct {
+		name         string
+		limits       api.SchedulerSpec
+		wantMigrated bool
+		minElapsed   time.Duration
+		maxElapsed   time.Duration
+	}{
+		{"adaptive", api.SchedulerSpec{Mode: api.ModeAdaptive}, true, 0, 14 * time.Second},
+		{"static", api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 8}, false, 16 * time.Second, time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeFleet(4, "fast", "slow")
+				f.rate["fast"], f.rate["slow"] = 100, 100
+				start := time.Now()
+				_, j, res, drained, cancel := harness(t, f, []string{"fast", "slow"}, 160, tt.limits)
+				defer cancel()
+				// Both take 1 s per request until "slow" slows down 10×
+				// shortly before the queue runs out (about 10 s).
+				time.Sleep(7 * time.Second)
+				f.mu.Lock()
+				f.dur["slow"], f.rate["slow"] = 10*time.Second, 10
+				f.mu.Unlock()
+				<-drained
+				elapsed := time.Since(start)
+				if res.count() != 160 {
+					t.Fatalf("finished %d of 160", res.count())
+				}
+				st := j.Snapshot(time.Now()).Stats
+				if (st.Migrated > 0) != tt.wantMigrated {
+					t.Fatalf("migrated %d attempts, want migration %v", st.Migrated, tt.wantMigrated)
+				}
+				if elapsed < tt.minElapsed || elapsed > tt.maxElapsed {
+					t.Fatalf("job took %v, want between %v and %v", elapsed, tt.minElapsed, tt.maxElapsed)
+				}
+				cancel()
+				time.Sleep(20 * time.Second)
+				synctest.Wait()
+			})
+		})
+	}
 }

@@ -36,6 +36,15 @@ type server struct {
 	lastRetractions                 float64
 	retractionsSeen                 bool
 
+	// speed: per-request decode rate (EWMA) and completions per second,
+	// from the gauges and gend's own results; read by dispatch at the end
+	// of a job.
+	speed       Speed
+	complRate   float64
+	lastGen     float64
+	lastGenAt   time.Time
+	lastRunning int
+
 	// totals
 	stats ServerStats
 }
@@ -130,7 +139,11 @@ func (s *Scheduler) ejectLocked(sv *server, reason string) {
 // control is one server's loop: probe until it answers, then read its
 // gauges every period and apply the law; eject on failures and probe back.
 func (s *Scheduler) control(ctx context.Context, sv *server) {
-	probeDelay := 250 * time.Millisecond
+	// Probe a down server with backoff from half a period up to maxProbe:
+	// ten periods, between 1 s and 15 s.
+	minProbe := s.opts.Period / 2
+	maxProbe := min(max(10*s.opts.Period, time.Second), 15*time.Second)
+	probeDelay := minProbe
 	ticker := time.NewTicker(s.opts.Period)
 	defer ticker.Stop()
 	for {
@@ -160,10 +173,10 @@ func (s *Scheduler) control(ctx context.Context, sv *server) {
 					return
 				case <-time.After(probeDelay):
 				}
-				probeDelay = minDur(probeDelay*2, 15*time.Second)
+				probeDelay = minDur(probeDelay*2, maxProbe)
 				continue
 			}
-			probeDelay = 250 * time.Millisecond
+			probeDelay = minProbe
 		default:
 			s.tick(ctx, sv)
 		}
@@ -204,6 +217,7 @@ func (s *Scheduler) admit(ctx context.Context, sv *server) error {
 		sv.lastRetractions = g.Retractions
 		sv.retractionsSeen = true
 	}
+	sv.speed, sv.complRate, sv.lastGen, sv.lastGenAt, sv.lastRunning = Speed{}, 0, g.GenTokensTotal, g.At, g.Running
 	o := Observation{Capacity: capy.MaxRunning, KVTokens: capy.MaxTotalTokens, TokensPerRequest: s.opts.TokensPerRequest, HasGauges: sv.hasG}
 	if o.KVTokens == 0 && sv.hasG {
 		o.KVTokens = g.MaxTotalTokens
@@ -272,7 +286,9 @@ func (s *Scheduler) tick(ctx context.Context, sv *server) {
 		}
 		sv.stats.Retractions += o.Retractions
 		sv.lastRetractions, sv.retractionsSeen = g.Retractions, true
+		sv.observeSpeed(g)
 	}
+	sv.complRate = ewma(sv.complRate, float64(sv.pSuccesses)/s.opts.Period.Seconds())
 	sv.pOverloads, sv.pErrors, sv.pSuccesses, sv.pTokens = 0, 0, 0, 0
 	old := sv.law.Limit
 	var d Decision
@@ -305,6 +321,38 @@ func (s *Scheduler) tick(ctx context.Context, sv *server) {
 	}
 	if d.Limit > old {
 		s.poke()
+	}
+}
+
+const speedEWMA = 0.3
+
+func ewma(old, v float64) float64 {
+	if old == 0 {
+		return v
+	}
+	return speedEWMA*v + (1-speedEWMA)*old
+}
+
+// observeSpeed updates the per-request decode rate from fresh gauges: the
+// generation counter's growth per running request when the server exports
+// it, else its own gen_throughput gauge.
+func (sv *server) observeSpeed(g api.Gauges) {
+	running := float64(g.Running+sv.lastRunning) / 2
+	var v float64
+	switch {
+	case g.GenTokensTotal > 0 && !sv.lastGenAt.IsZero() && g.At.After(sv.lastGenAt) && g.GenTokensTotal >= sv.lastGen:
+		if running >= 1 {
+			v = (g.GenTokensTotal - sv.lastGen) / g.At.Sub(sv.lastGenAt).Seconds() / running
+		}
+	case g.GenTokensTotal == 0 && g.GenThroughput > 0 && g.Running > 0:
+		v = g.GenThroughput / float64(g.Running)
+	}
+	if g.GenTokensTotal > 0 {
+		sv.lastGen, sv.lastGenAt = g.GenTokensTotal, g.At
+	}
+	sv.lastRunning = g.Running
+	if v > 0 {
+		sv.speed.PerRequest = ewma(sv.speed.PerRequest, v)
 	}
 }
 
