@@ -42,7 +42,7 @@ bench-scheduler: build
 	$(GO) run ./internal/bench/cmd/benchctl scheduler
 
 bench-eta: build
-	$(GO) run ./internal/etabench
+	$(GO) run ./internal/etabench -suite
 
 bench-scale: build
 	$(GO) run ./internal/scalebench -gend $(BIN)/gend

@@ -1,0 +1,522 @@
+// Command scalebench is `make bench-scale`: one gend (the real binary, in
+// its own process so its CPU and memory are its own) driving simulated
+// fleets of 8, 64 and 256 servers (gensim, in this process) with up to
+// ~20,000 requests in flight, printing completions/s, gend's CPU seconds per
+// 1,000 completions, its RSS and the p99 dispatch latency (from gend's
+// gend_scheduler_dispatch_latency_seconds histogram on /metrics).
+// docs/scale.md discusses the numbers.
+//
+// Goroutines: main's goroutine runs the steps in order; the gensim fleet's
+// goroutines are stopped by Fleet.Close and the gend process by SIGTERM and
+// Wait before the next step starts.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gend-dev/gend/api"
+	"github.com/gend-dev/gend/internal/sim"
+	"github.com/gend-dev/gend/pkg/scheduler"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+type options struct {
+	servers      []int
+	inFlight     int           // target in flight at the largest fleet (per-server cap = inFlight / max servers)
+	rate         float64       // offered completions/s the gensim speedup is sized for
+	warmup       time.Duration // bound on the fill-up before measuring
+	window       time.Duration // measurement window
+	outputMean   float64       // mean output tokens (thinking on)
+	maxTokens    int
+	contentBytes int
+	tick         time.Duration
+	gend         string // gend binary (empty: go build ./cmd/gend)
+	lines        int
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scalebench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	list := fs.String("servers", "8,64,256", "fleet sizes")
+	fs.IntVar(&o.inFlight, "in-flight", 19000, "requests in flight at the largest fleet (each fd limit is 20,000 here: gend and gensim each hold one socket per request)")
+	fs.Float64Var(&o.rate, "rate", 3000, "offered completions/s: gensim's speedup is set so the simulated GPUs could finish this many")
+	fs.DurationVar(&o.warmup, "warmup", 20*time.Second, "longest wait for the fleet to fill before measuring")
+	fs.DurationVar(&o.window, "window", 25*time.Second, "measurement window")
+	fs.Float64Var(&o.outputMean, "output-mean", 300, "mean output tokens")
+	fs.IntVar(&o.maxTokens, "max-tokens", 1024, "max_tokens of every request")
+	fs.IntVar(&o.contentBytes, "max-content-bytes", 256, "gensim's cap on each text field of a response")
+	fs.DurationVar(&o.tick, "tick", 20*time.Millisecond, "gensim engine tick")
+	fs.StringVar(&o.gend, "gend", "", "gend binary (default: build ./cmd/gend)")
+	fs.IntVar(&o.lines, "lines", 300000, "input lines (more than a run can finish)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	for _, f := range strings.Split(*list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "scalebench: -servers: %q is not a positive number\n", f)
+			return 2
+		}
+		o.servers = append(o.servers, n)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "scalebench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// result is one row of the table.
+type result struct {
+	servers, perServer int
+	speedup            float64
+	inFlight           float64 // mean over the window
+	rate               float64 // completions/s
+	cpuPer1k           float64 // gend CPU s per 1,000 completions
+	cpuCores           float64 // gend CPU s per wall s
+	simCores           float64 // this process (gensim) CPU s per wall s
+	rss, peak          int64
+	p50, p99           float64
+	dispatched         uint64
+	failed             int64
+}
+
+func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	dir, err := os.MkdirTemp("", "gend-scalebench-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	gend := o.gend
+	if gend == "" {
+		gend = filepath.Join(dir, "gend")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", gend, "./cmd/gend")
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build ./cmd/gend: %w", err)
+		}
+	}
+	input := filepath.Join(dir, "input.jsonl")
+	if err := writePrompts(input, o.lines); err != nil {
+		return err
+	}
+	maxServers := 0
+	for _, n := range o.servers {
+		maxServers = max(maxServers, n)
+	}
+	perServer := max(1, o.inFlight/maxServers)
+	fmt.Fprintf(stdout, "gend scale benchmark: gend in its own process, gensim (b200 + 8b, thinking, mean %.0f output tokens, responses ≤ %d bytes per text field, tick %v) in this one\n",
+		o.outputMean, o.contentBytes, o.tick)
+	fmt.Fprintf(stdout, "per-server cap %d (adaptive, per_server_max), gensim speedup sized for ~%.0f completions/s offered; window %v\n", perServer, o.rate, o.window)
+	fmt.Fprintf(stdout, "machine: %d CPUs, load average before: %s\n\n", runtime.NumCPU(), loadAvg())
+	var rows []result
+	for _, n := range o.servers {
+		r, err := runOne(ctx, o, gend, input, filepath.Join(dir, fmt.Sprintf("run-%d", n)), n, perServer, stderr)
+		if err != nil {
+			return fmt.Errorf("%d servers: %w", n, err)
+		}
+		rows = append(rows, r)
+		fmt.Fprintf(stderr, "scalebench: %d servers done (load average now %s)\n", n, loadAvg())
+	}
+	fmt.Fprintf(stdout, "%7s %9s %8s %9s %13s %12s %9s %9s %9s %11s %11s %11s\n",
+		"servers", "in flight", "speedup", "compl/s", "gend CPU s/1k", "gend cores", "RSS MB", "peak MB", "sim cores", "p50 disp", "p99 disp", "dispatches")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "%7d %9.0f %8.2f %9.0f %13.3f %12.2f %9.0f %9.0f %9.2f %11s %11s %11d\n",
+			r.servers, r.inFlight, r.speedup, r.rate, r.cpuPer1k, r.cpuCores, float64(r.rss)/1e6, float64(r.peak)/1e6,
+			r.simCores, fmtDur(r.p50), fmtDur(r.p99), r.dispatched)
+	}
+	fmt.Fprintf(stdout, "\nload average after: %s (2 cores shared with the gensim fleet and with whatever else runs)\n", loadAvg())
+	for _, r := range rows {
+		if r.failed > 0 {
+			fmt.Fprintf(stdout, "note: %d servers: %d requests failed for good\n", r.servers, r.failed)
+		}
+	}
+	return nil
+}
+
+func fmtDur(s float64) string {
+	switch {
+	case s <= 0:
+		return "-"
+	case s < 1e-3:
+		return fmt.Sprintf("%.0fµs", s*1e6)
+	case s < 1:
+		return fmt.Sprintf("%.1fms", s*1e3)
+	default:
+		return fmt.Sprintf("%.2fs", s)
+	}
+}
+
+// runOne measures one fleet size.
+func runOne(ctx context.Context, o options, gendBin, input, dir string, n, perServer int, stderr io.Writer) (result, error) {
+	r := result{servers: n, perServer: perServer}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, fmt.Errorf("mkdir: %w", err)
+	}
+	// A request takes ≈ outputMean decode steps of ≈ 10 ms simulated (8B on
+	// a B200 with a batch of ~70): size the speedup so n×perServer requests
+	// in flight finish o.rate per second.
+	inflight := float64(n * perServer)
+	reqSim := o.outputMean * 0.010
+	r.speedup = math.Max(0.05, o.rate*reqSim/inflight)
+	cfg := sim.FleetConfig{Speedup: r.speedup, Seed: 1, Tick: o.tick}
+	for range n {
+		cfg.Servers = append(cfg.Servers, sim.ServerConfig{GPU: "b200", Model: "8b", OutputMean: o.outputMean, MaxContentBytes: o.contentBytes})
+	}
+	fleet, err := sim.StartFleet(ctx, cfg)
+	if err != nil {
+		return r, fmt.Errorf("start gensim: %w", err)
+	}
+	defer fleet.Close()
+
+	var b strings.Builder
+	b.WriteString("servers:\n")
+	for i, u := range fleet.URLs() {
+		fmt.Fprintf(&b, "  - {name: %s, url: %s}\n", fleet.Names()[i], u)
+	}
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleetFile, []byte(b.String()), 0o644); err != nil {
+		return r, fmt.Errorf("write fleet: %w", err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return r, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "gend.log"))
+	if err != nil {
+		return r, fmt.Errorf("gend log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(gendBin, "--listen", addr, "--state-dir", filepath.Join(dir, "state"), "--config", fleetFile,
+		"--nvml", "off", "--log-level", "warn", "--drain-timeout", "1s")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return r, fmt.Errorf("start gend: %w", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-waited
+		}
+	}()
+	base := "http://" + addr
+	c := api.NewClient(base, "", nil)
+	if err := waitHealthy(ctx, c, n, waited); err != nil {
+		return r, err
+	}
+	spec := fmt.Sprintf(`{"name":"scale-%d","input":%q,"request":{"endpoint":"/v1/chat/completions","model":"Qwen/Qwen3-8B",
+"params":{"max_tokens":%d,"chat_template_kwargs":{"enable_thinking":true}}},
+"output":{"dir":%q,"shard_records":100000},"scheduler":{"mode":"adaptive","per_server_max":%d}}`,
+		n, input, o.maxTokens, filepath.Join(dir, "out"), perServer)
+	job, err := c.SubmitJob(ctx, []byte(spec), api.ContentTypeJSON)
+	if err != nil {
+		return r, fmt.Errorf("submit: %w", err)
+	}
+	defer func() { _, _ = c.CancelJob(context.WithoutCancel(ctx), job.ID) }()
+
+	// Fill up: until in flight reaches 95% of the target (bounded).
+	target := int64(0.95 * inflight)
+	deadline := time.Now().Add(o.warmup)
+	for {
+		j, err := c.GetJob(ctx, job.ID)
+		if err != nil {
+			return r, fmt.Errorf("get job: %w", err)
+		}
+		if j.Progress.InFlight >= target || time.Now().After(deadline) || api.Terminal(j.Status) {
+			fmt.Fprintf(stderr, "scalebench: %d servers: %d in flight after the fill-up\n", n, j.Progress.InFlight)
+			break
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return r, err
+		}
+	}
+	// A few seconds more so the measured window is steady state.
+	if err := sleep(ctx, 3*time.Second); err != nil {
+		return r, err
+	}
+
+	pid := cmd.Process.Pid
+	j0, err := c.GetJob(ctx, job.ID)
+	if err != nil {
+		return r, fmt.Errorf("get job: %w", err)
+	}
+	h0, err := dispatchHistogram(ctx, base)
+	if err != nil {
+		return r, err
+	}
+	cpu0, err := cpuSeconds(pid)
+	if err != nil {
+		return r, err
+	}
+	self0, _ := cpuSeconds(0)
+	t0 := time.Now()
+	var ifSum float64
+	var ifN int
+	end := t0.Add(o.window)
+	j1 := j0
+	for time.Now().Before(end) {
+		if err := sleep(ctx, time.Second); err != nil {
+			return r, err
+		}
+		if j1, err = c.GetJob(ctx, job.ID); err != nil {
+			return r, fmt.Errorf("get job: %w", err)
+		}
+		ifSum += float64(j1.Progress.InFlight)
+		ifN++
+		if api.Terminal(j1.Status) {
+			break
+		}
+	}
+	el := time.Since(t0).Seconds()
+	cpu1, err := cpuSeconds(pid)
+	if err != nil {
+		return r, err
+	}
+	self1, _ := cpuSeconds(0)
+	h1, err := dispatchHistogram(ctx, base)
+	if err != nil {
+		return r, err
+	}
+	r.rss, r.peak, err = memStatus(pid)
+	if err != nil {
+		return r, err
+	}
+	done := (j1.Progress.Completed + j1.Progress.Failed) - (j0.Progress.Completed + j0.Progress.Failed)
+	if done <= 0 {
+		return r, fmt.Errorf("no completions in the window (job %s: %s)", j1.Status, j1.Reason)
+	}
+	r.failed = j1.Progress.Failed
+	r.rate = float64(done) / el
+	r.cpuPer1k = (cpu1 - cpu0) / float64(done) * 1000
+	r.cpuCores = (cpu1 - cpu0) / el
+	r.simCores = (self1 - self0) / el
+	if ifN > 0 {
+		r.inFlight = ifSum / float64(ifN)
+	}
+	h := h1.Sub(h0)
+	r.p50, r.p99, r.dispatched = h.Quantile(0.5), h.Quantile(0.99), h.Count
+	return r, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("pick a port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("pick a port: %w", err)
+	}
+	return addr, nil
+}
+
+// waitHealthy waits (bounded) until gend serves and has admitted every server.
+func waitHealthy(ctx context.Context, c *api.Client, n int, exited <-chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if ss, err := c.Servers(ctx); err == nil {
+			ok := 0
+			for _, s := range ss {
+				if s.State == scheduler.StateHealthy {
+					ok++
+				}
+			}
+			if ok == n {
+				return nil
+			}
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("gend exited: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("gend did not admit all %d servers within 60 s", n)
+}
+
+// writePrompts writes n short chat prompts.
+func writePrompts(path string, n int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create input: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	for i := range n {
+		fmt.Fprintf(w, `{"custom_id":"s%d","messages":[{"role":"user","content":"Write a short note about item %d."}]}`+"\n", i, i)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write input: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write input: %w", err)
+	}
+	return nil
+}
+
+// dispatchHistogram reads gend_scheduler_dispatch_latency_seconds from /metrics.
+func dispatchHistogram(ctx context.Context, base string) (scheduler.LatencyHistogram, error) {
+	var h scheduler.LatencyHistogram
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return h, fmt.Errorf("get /metrics: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return h, fmt.Errorf("get /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	const name = "gend_scheduler_dispatch_latency_seconds"
+	var cum []uint64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, name) {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[0], name+"_bucket{le=\"+Inf\"}"):
+			cum = append(cum, uint64(v))
+		case strings.HasPrefix(f[0], name+"_bucket{le=\""):
+			le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(f[0], name+"_bucket{le=\""), "\"}"), 64)
+			if err != nil {
+				return h, fmt.Errorf("parse %s: %w", f[0], err)
+			}
+			h.Bounds = append(h.Bounds, le)
+			cum = append(cum, uint64(v))
+		case f[0] == name+"_sum":
+			h.SumSeconds = v
+		case f[0] == name+"_count":
+			h.Count = uint64(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return h, fmt.Errorf("read /metrics: %w", err)
+	}
+	if len(h.Bounds) == 0 || len(cum) != len(h.Bounds)+1 {
+		return h, errors.New("/metrics has no " + name + " histogram")
+	}
+	h.Counts = make([]uint64, len(cum))
+	prev := uint64(0)
+	for i, c := range cum {
+		h.Counts[i] = c - prev
+		prev = c
+	}
+	return h, nil
+}
+
+// cpuSeconds reads utime+stime of a process from /proc (pid 0: this one).
+func cpuSeconds(pid int) (float64, error) {
+	p := "/proc/self/stat"
+	if pid > 0 {
+		p = "/proc/" + strconv.Itoa(pid) + "/stat"
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse %s", p)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("parse %s", p)
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse %s", p)
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	return (ut + st) / clkTck, nil
+}
+
+// memStatus reads VmRSS and VmHWM (peak) of a process, in bytes.
+func memStatus(pid int) (rss, peak int64, err error) {
+	p := "/proc/" + strconv.Itoa(pid) + "/status"
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		var dst *int64
+		switch {
+		case strings.HasPrefix(l, "VmRSS:"):
+			dst = &rss
+		case strings.HasPrefix(l, "VmHWM:"):
+			dst = &peak
+		default:
+			continue
+		}
+		if fs := strings.Fields(l); len(fs) >= 2 {
+			v, _ := strconv.ParseInt(fs[1], 10, 64)
+			*dst = v << 10
+		}
+	}
+	return rss, peak, sc.Err()
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
