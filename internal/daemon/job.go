@@ -671,23 +671,6 @@ func (j *job) updateETA() {
 	if math.IsNaN(j.etaRes.Seconds) || math.IsInf(j.etaRes.Seconds, 0) {
 		j.etaRes.OK = false
 	}
-	if os.Getenv("ETADEBUG") != "" { // TEMP
-		var sum float64
-		for _, x := range inflight {
-			sum += x
-		}
-		var su, sr, sc, sq, sm float64
-		for _, sv := range servers {
-			su += sv.KVUsed
-			sr += sv.Running
-			sc += sv.KVCapacity
-			sq += sv.Queued
-			sm += sv.MaxRunning
-		}
-		fmt.Fprintf(os.Stderr, "ETADBG kv use=%.3f ctxnow=%.0f run=%.0f q=%.0f maxrun=%.0f prompt=%.0f ", su/sc, su/sr, sr, sq, sm, prompt)
-		fmt.Fprintf(os.Stderr, "el=%.2f done=%d ns=%d nIF=%d sumLB=%.0f tok=%.0f run=%d eta=%.2f drain=%.2f mean=%.0f rem=%.3g\n",
-			el, st.Completed, notStarted, len(inflight), sum, fleetTok, running, j.etaRes.Seconds, j.etaRes.DrainSeconds, j.etaRes.MeanOutputTokens, j.etaRes.RemainingTokens)
-	}
 }
 
 func (j *job) writeProgress() {

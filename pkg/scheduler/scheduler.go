@@ -574,7 +574,6 @@ type endOfJob struct {
 // endOfJobLocked returns the end-of-job view of an adaptive job whose input
 // has ended, or nil.
 func (s *Scheduler) endOfJobLocked(j *Job) *endOfJob {
-	fmt.Println("DEBUGE", time.Now().Format("05.000"), j.pendingLocked(), j.doneCount, s.servers["slow"].speed, s.servers["slow"].inflight)
 	if !j.inputEnd.Load() || j.limits.Mode == api.ModeStatic || j.doneCount < 20 {
 		return nil
 	}
@@ -828,7 +827,6 @@ func (s *Scheduler) migrateLocked(j *Job, tail bool) {
 	// longest.
 	sort.Slice(cands, func(a, b int) bool { return cands[a].started.Before(cands[b].started) })
 	if len(cands) > 0 {
-		fmt.Println("DEBUG", time.Now().Format("05.000"), "free", free, "cands", len(cands), "pending", j.pendingLocked())
 	}
 	for _, t := range cands[:min(free, len(cands))] {
 		t.migrating = true

@@ -339,14 +339,15 @@ func TestEndOfJobMovesWorkOffSlowServer(t *testing.T) {
 		minElapsed   time.Duration
 		maxElapsed   time.Duration
 	}{
-		{"adaptive", api.SchedulerSpec{Mode: api.ModeAdaptive}, true, 0, 14 * time.Second},
-		{"static", api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 8}, false, 16 * time.Second, time.Hour},
+		{"adaptive", api.SchedulerSpec{Mode: api.ModeAdaptive}, true, 0, 15 * time.Second},
+		{"static", api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 8}, false, 17 * time.Second, time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeFleet(4, "fast", "slow")
-				f.rate["fast"], f.rate["slow"] = 100, 100
+				// 10 output tokens per request: speed × duration = 10.
+				f.rate["fast"], f.rate["slow"] = 10, 10
 				start := time.Now()
 				_, j, res, drained, cancel := harness(t, f, []string{"fast", "slow"}, 160, tt.limits)
 				defer cancel()
@@ -354,7 +355,7 @@ func TestEndOfJobMovesWorkOffSlowServer(t *testing.T) {
 				// shortly before the queue runs out (about 10 s).
 				time.Sleep(7 * time.Second)
 				f.mu.Lock()
-				f.dur["slow"], f.rate["slow"] = 10*time.Second, 10
+				f.dur["slow"], f.rate["slow"] = 10*time.Second, 1
 				f.mu.Unlock()
 				<-drained
 				elapsed := time.Since(start)

@@ -335,8 +335,12 @@ func ewma(old, v float64) float64 {
 
 // observeSpeed updates the per-request decode rate from fresh gauges: the
 // generation counter's growth per running request when the server exports
-// it, else its own gen_throughput gauge.
+// it, else its own gen_throughput gauge. Only periods where the server is
+// full (requests waiting, or the running batch at its cap) count: a
+// server's per-request speed rises as its batch empties at the end of a
+// job, and that must not make it look faster than its peers.
 func (sv *server) observeSpeed(g api.Gauges) {
+	full := g.Queued > 0 || (sv.cap.MaxRunning > 0 && g.Running >= sv.cap.MaxRunning)
 	running := float64(g.Running+sv.lastRunning) / 2
 	var v float64
 	switch {
@@ -351,7 +355,7 @@ func (sv *server) observeSpeed(g api.Gauges) {
 		sv.lastGen, sv.lastGenAt = g.GenTokensTotal, g.At
 	}
 	sv.lastRunning = g.Running
-	if v > 0 {
+	if v > 0 && full {
 		sv.speed.PerRequest = ewma(sv.speed.PerRequest, v)
 	}
 }

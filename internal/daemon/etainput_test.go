@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gend-dev/gend/api"
+	"github.com/gend-dev/gend/pkg/scheduler"
+)
+
+// history builds a server whose requests each make 10 tokens/s, with one
+// sample a second over the last 60 s; done(t) and queued(t) give its
+// cumulative ended attempts and its queue t seconds before now.
+func history(now time.Time, running int, done func(ago float64) float64, queued func(ago float64) float64) *srvRate {
+	r := &srvRate{perReqRate: 10, rateSamples: 60, running: running, genRate: 10 * float64(running), seen: true}
+	for ago := 60; ago >= 0; ago-- {
+		a := float64(ago)
+		r.hist = append(r.hist, progSample{at: now.Add(-time.Duration(ago) * time.Second), progress: 10 * (60 - a), done: done(a), queued: queued(a)})
+	}
+	r.lastAt = r.hist[len(r.hist)-1].at
+	r.doneReq = int64(done(0))
+	r.queued = int(queued(0))
+	return r
+}
+
+func TestInflightTokens(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	zero := func(float64) float64 { return 0 }
+	// One attempt ends per second.
+	steady := func(ago float64) float64 { return 100 - ago }
+	tests := []struct {
+		name string
+		srv  *srvRate // nil: the server is unknown
+		kv   float64  // KV cache tokens in use (0 = unknown)
+		ages []scheduler.InFlightAge
+		want []float64
+	}{
+		{"no queue: decoding since sent", history(now, 2, steady, zero), 0,
+			[]scheduler.InFlightAge{{Server: "a", Seconds: 10}, {Server: "a", Seconds: 30}}, []float64{100, 300}},
+		// Sent 30 s ago behind 5 waiting requests, one ending a second:
+		// admitted 25 s ago.
+		{"queued when sent", history(now, 2, steady, func(ago float64) float64 {
+			if ago >= 29 {
+				return 5
+			}
+			return 0
+		}), 0, []scheduler.InFlightAge{{Server: "a", Seconds: 30}}, []float64{250}},
+		// Sent 10 s ago behind 20 waiting, none ended since: still queued.
+		{"still waiting", history(now, 2, func(ago float64) float64 {
+			if ago > 12 {
+				return 50 - ago
+			}
+			return 38
+		}, func(float64) float64 { return 20 }), 0, []scheduler.InFlightAge{{Server: "a", Seconds: 10}}, []float64{0}},
+		// The server reports 1 queued now: the youngest waits.
+		{"youngest queued now", history(now, 1, steady, func(ago float64) float64 {
+			if ago == 0 {
+				return 1
+			}
+			return 0
+		}), 0, []scheduler.InFlightAge{{Server: "a", Seconds: 2}, {Server: "a", Seconds: 20}}, []float64{0, 200}},
+		{"streamed wins when larger", history(now, 2, steady, zero), 0,
+			[]scheduler.InFlightAge{{Server: "a", Seconds: 10, Streamed: 500}, {Server: "a", Seconds: 10, Streamed: 50}}, []float64{500, 100}},
+		// Estimates 100 + 300 but only 200 cache tokens in use.
+		{"KV cache bounds the sum", history(now, 2, steady, zero), 200,
+			[]scheduler.InFlightAge{{Server: "a", Seconds: 10}, {Server: "a", Seconds: 30}}, []float64{50, 150}},
+		{"unknown server", nil, 0, []scheduler.InFlightAge{{Server: "a", Seconds: 10, Streamed: 7}}, []float64{7}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tp := &throughput{srv: map[string]*srvRate{}}
+			if tc.srv != nil {
+				tc.srv.kvUsed, tc.srv.kvCap = tc.kv, 1000
+				tp.srv["a"] = tc.srv
+			}
+			own := map[string]int{"a": len(tc.ages)}
+			got := tp.inflightTokens(tc.ages, own, own, now)
+			for i := range got {
+				if math.Abs(got[i]-tc.want[i]) > 1e-6 {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestThroughputSampleProgress(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_000_000, 0)
+	var tp throughput
+	// Gauges every second: 4 running requests, 40 tokens/s in all, half
+	// the 1,000-token cache in use, 2 queued.
+	for i := 0; i <= 5; i++ {
+		g := &api.Gauges{At: t0.Add(time.Duration(i) * time.Second), Running: 4, Queued: 2, GenTokensTotal: float64(1 + 40*i),
+			MaxRunning: 8, MaxTotalTokens: 1000, TokenUsage: 0.5}
+		tp.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 1)
+	}
+	r := tp.srv["a"]
+	if len(r.hist) != 6 {
+		t.Fatalf("history has %d samples, want 6", len(r.hist))
+	}
+	// Five deltas over busy intervals, 10 tokens/s per request.
+	if r.rateSamples != 5 || math.Abs(r.perReqRate-10) > 1e-9 || math.Abs(r.progress-50) > 1e-9 {
+		t.Fatalf("rate samples %d, per-request rate %v, progress %v; want 5, 10, 50", r.rateSamples, r.perReqRate, r.progress)
+	}
+	srv := tp.servers(nil, map[string]int{"a": 6})
+	if len(srv) != 1 {
+		t.Fatalf("servers: %+v", srv)
+	}
+	s := srv[0]
+	if s.TokensPerSec != 40 || s.Running != 4 || s.Queued != 2 || s.MaxRunning != 6 || s.KVCapacity != 1000 || s.KVUsed != 500 {
+		t.Fatalf("server %+v", s)
+	}
+	if tok, running, _ := tp.fleet(nil); tok <= 0 || running != 4 {
+		t.Fatalf("fleet = %v, %v", tok, running)
+	}
+}
