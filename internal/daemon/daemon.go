@@ -270,9 +270,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { serveErr <- d.http.Serve(ln) }()
 
 	var runErr error
+	served := false
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
+		served = true
 		if !errors.Is(err, http.ErrServerClosed) {
 			runErr = fmt.Errorf("serve: %w", err)
 		}
@@ -281,6 +283,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = d.http.Shutdown(sctx)
 	cancel()
+	if !served {
+		<-serveErr // Serve returns once Shutdown has closed the listener
+	}
 	d.sched.StopDispatch()
 	dctx, cancel := context.WithTimeout(context.Background(), d.opts.DrainTimeout)
 	if err := d.sched.Wait(dctx); err != nil {
