@@ -145,7 +145,9 @@ type Request struct {
 	Body     []byte // JSON object without rid/stream
 	RID      string // request id for this attempt (<custom_id>-<attempt>)
 	Stream   bool
-	// OnTokens, when streaming, is called with the number of output chunks
+	// OnTokens, when streaming, is called with the output tokens so far:
+	// the server's usage.completion_tokens when it reports usage on each
+	// chunk (continuous_usage_stats), else the number of output chunks
 	// received so far (a lower bound on output tokens), for the ETA.
 	OnTokens func(n int)
 }
@@ -221,7 +223,7 @@ func withFields(body []byte, rid string, stream bool) []byte {
 	}
 	sep()
 	if stream {
-		out = append(out, `"stream":true,"stream_options":{"include_usage":true}`...)
+		out = append(out, `"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}`...)
 	} else {
 		out = append(out, `"stream":false`...)
 	}

@@ -171,9 +171,9 @@ func TestUnreachable(t *testing.T) {
 
 func TestWithFields(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"a":1}`:   `{"a":1,"rid":"x\"y","request_id":"x\"y","stream":true,"stream_options":{"include_usage":true}}`,
-		`{}`:        `{"rid":"x\"y","request_id":"x\"y","stream":true,"stream_options":{"include_usage":true}}`,
-		`{ "b":2 }`: `{ "b":2 ,"rid":"x\"y","request_id":"x\"y","stream":true,"stream_options":{"include_usage":true}}`,
+		`{"a":1}`:   `{"a":1,"rid":"x\"y","request_id":"x\"y","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		`{}`:        `{"rid":"x\"y","request_id":"x\"y","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		`{ "b":2 }`: `{ "b":2 ,"rid":"x\"y","request_id":"x\"y","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
 	} {
 		got := string(withFields([]byte(in), `x"y`, true))
 		if got != want {

@@ -47,6 +47,7 @@ func readStream(ctx context.Context, body io.Reader, onTokens func(int)) (Respon
 		matched                    json.RawMessage
 		usageRaw                   json.RawMessage
 		chunks                     int
+		streamed                   int // completion_tokens from the last chunk that carried usage
 		done                       bool
 	)
 	for !done {
@@ -97,9 +98,17 @@ func readStream(ctx context.Context, body io.Reader, onTokens func(int)) (Respon
 			}
 			if len(c.Usage) > 0 && string(c.Usage) != "null" {
 				usageRaw = c.Usage
+				// Continuous usage stats (vLLM, SGLang, gensim): the
+				// server's own output-token count so far.
+				var u usage
+				if json.Unmarshal(c.Usage, &u) == nil && u.CompletionTokens > 0 {
+					streamed = int(u.CompletionTokens)
+				}
 			}
 			if onTokens != nil {
-				onTokens(chunks)
+				// Without usage on the chunks, the chunk count (one per
+				// engine step, a lower bound on the tokens).
+				onTokens(max(chunks, streamed))
 			}
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -175,9 +176,16 @@ func (t *throughput) done(server string, tokens int64, failed bool) {
 	r.doneTok += tokens
 }
 
-// throughputLoop samples the servers' counters every second.
+// samplePeriod is how often the servers' counters are sampled and the ETA
+// recomputed: the control period (the gauges are probed that often),
+// bounded to 100 ms … 1 s.
+func samplePeriod(control time.Duration) time.Duration {
+	return min(max(control, 100*time.Millisecond), time.Second)
+}
+
+// throughputLoop samples the servers' counters every samplePeriod.
 func (d *Daemon) throughputLoop(ctx context.Context) {
-	tk := time.NewTicker(time.Second)
+	tk := time.NewTicker(samplePeriod(d.opts.ControlPeriod))
 	defer tk.Stop()
 	last := time.Now()
 	for {
@@ -192,7 +200,17 @@ func (d *Daemon) throughputLoop(ctx context.Context) {
 	}
 }
 
+// ewma is the weight of a one-second sample in the rate EWMAs; a sample
+// over dt seconds weighs ewmaWeight(ewma, dt), so the smoothing does not
+// depend on the sampling period.
 const ewma = 0.3
+
+func ewmaWeight(perSecond, dt float64) float64 {
+	if dt <= 0 {
+		return 0
+	}
+	return 1 - math.Pow(1-perSecond, math.Min(dt, 10))
+}
 
 func (t *throughput) sample(servers []api.Server, dt float64) {
 	t.mu.Lock()
@@ -215,7 +233,8 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 					if r.genRate == 0 {
 						r.genRate = inst
 					} else {
-						r.genRate = ewma*inst + (1-ewma)*r.genRate
+						a := ewmaWeight(ewma, g.At.Sub(r.lastAt).Seconds())
+						r.genRate = a*inst + (1-a)*r.genRate
 					}
 					r.observeProgress(g, prevRunning, g.GenTokensTotal-r.lastGen)
 				}
@@ -225,9 +244,10 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 			}
 		}
 		if dt > 0 {
-			r.tokens = ewma*float64(r.doneTok-r.lastDone[0])/dt + (1-ewma)*r.tokens
-			r.requests = ewma*float64(r.doneReq-r.lastDone[1])/dt + (1-ewma)*r.requests
-			r.errors = ewma*float64(r.errs-r.lastDone[2])/dt + (1-ewma)*r.errors
+			a := ewmaWeight(ewma, dt)
+			r.tokens = a*float64(r.doneTok-r.lastDone[0])/dt + (1-a)*r.tokens
+			r.requests = a*float64(r.doneReq-r.lastDone[1])/dt + (1-a)*r.requests
+			r.errors = a*float64(r.errs-r.lastDone[2])/dt + (1-a)*r.errors
 			r.lastDone = [3]int64{r.doneTok, r.doneReq, r.errs}
 		}
 	}

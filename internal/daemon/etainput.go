@@ -32,8 +32,11 @@ type progSample struct {
 const maxProgHist = 1 << 14
 
 // minRateSamples is how many counter deltas over busy intervals a server
-// needs before its rates are used for the ETA.
-const minRateSamples = 1
+// needs before its rates are used for the ETA. The first one may span the
+// prefill of a fresh batch (few tokens made): on gensim (sigma 1.5, many
+// tiny outputs finishing in the first interval) it once gave an ETA of
+// 19,000 s for a 45 s job.
+const minRateSamples = 2
 
 // observeGauges records a server's batch and KV cache from its gauges.
 func (r *srvRate) observeGauges(g *api.Gauges) {
@@ -61,10 +64,13 @@ func (r *srvRate) observeProgress(g *api.Gauges, prevRunning int, dGen float64) 
 		// The first delta may span the server's start: only intervals
 		// that began busy count.
 		if prevRunning > 0 {
-			if r.rateSamples == 0 {
+			if r.rateSamples < minRateSamples {
+				// The first busy interval may be mostly prefill (a
+				// few tokens): it is replaced, not averaged in.
 				r.perReqRate = inst
 			} else {
-				r.perReqRate = etaRateWeight*inst + (1-etaRateWeight)*r.perReqRate
+				a := ewmaWeight(etaRateWeight, dt)
+				r.perReqRate = a*inst + (1-a)*r.perReqRate
 			}
 			r.rateSamples++
 		}
@@ -75,7 +81,7 @@ func (r *srvRate) observeProgress(g *api.Gauges, prevRunning int, dGen float64) 
 	}
 }
 
-// etaRateWeight is the EWMA weight of the newest per-request rate: the
+// etaRateWeight is the EWMA weight of a one-second per-request rate: the
 // ETA compares it with the gauges of now, so it must not lag them.
 const etaRateWeight = 0.6
 

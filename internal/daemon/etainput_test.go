@@ -118,3 +118,43 @@ func TestThroughputSampleProgress(t *testing.T) {
 		t.Fatalf("fleet = %v, %v", tok, running)
 	}
 }
+
+// TestSampleCadence checks the sampling period's bounds and that the rate
+// EWMAs weigh a sample by its length: two half-second samples move the
+// average as far as one one-second sample.
+func TestSampleCadence(t *testing.T) {
+	periods := []struct {
+		control, want time.Duration
+	}{
+		{0, 100 * time.Millisecond},
+		{250 * time.Millisecond, 250 * time.Millisecond},
+		{500 * time.Millisecond, 500 * time.Millisecond},
+		{5 * time.Second, time.Second},
+	}
+	for _, tc := range periods {
+		if got := samplePeriod(tc.control); got != tc.want {
+			t.Errorf("samplePeriod(%v) = %v, want %v", tc.control, got, tc.want)
+		}
+	}
+	weights := []struct {
+		w, dt, want float64
+	}{
+		{0.3, 1, 0.3},
+		{0.6, 1, 0.6},
+		{0.3, 0, 0},
+		{0.3, 2, 1 - 0.7*0.7},
+	}
+	for _, tc := range weights {
+		if got := ewmaWeight(tc.w, tc.dt); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("ewmaWeight(%v, %v) = %v, want %v", tc.w, tc.dt, got, tc.want)
+		}
+	}
+	half := ewmaWeight(0.3, 0.5)
+	x := 0.0
+	for i := 0; i < 2; i++ {
+		x += half * (1 - x)
+	}
+	if math.Abs(x-0.3) > 1e-12 {
+		t.Errorf("two half-second samples moved the EWMA %v, one second sample 0.3", x)
+	}
+}

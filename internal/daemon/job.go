@@ -577,10 +577,12 @@ func (j *job) progressLocked() api.Progress {
 	return p
 }
 
-// progressLoop updates rates and the ETA every second and writes
-// progress.json every ProgressEvery.
+// progressLoop updates rates and the ETA every sampling period (the
+// control period, 100 ms … 1 s, so the ETA follows the gauges it reads)
+// and writes progress.json every ProgressEvery.
 func (j *job) progressLoop(ctx context.Context, drained <-chan struct{}) {
-	t := time.NewTicker(250 * time.Millisecond)
+	period := samplePeriod(j.d.opts.ControlPeriod)
+	t := time.NewTicker(min(250*time.Millisecond, period))
 	defer t.Stop()
 	lastWrite, lastETA := time.Time{}, time.Time{}
 	for {
@@ -592,7 +594,7 @@ func (j *job) progressLoop(ctx context.Context, drained <-chan struct{}) {
 		case <-t.C:
 		}
 		j.promote()
-		if time.Since(lastETA) < time.Second {
+		if time.Since(lastETA) < period {
 			continue
 		}
 		lastETA = time.Now()

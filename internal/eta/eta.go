@@ -76,6 +76,10 @@ const (
 	minTailEvents = 30
 	// settleSeconds after the fleet fills, throughput samples are trusted.
 	settleSeconds = 30.0
+	// heavySigma is the σ of the heavy-tail scenario that bounds the
+	// interval from above (lognormal output lengths of reasoning models
+	// have σ ≈ 0.5 … 1.5).
+	heavySigma = 1.5
 	// speedTau is the time constant (s) of the throughput-variability EWMA.
 	speedTau = 120.0
 )
@@ -105,9 +109,15 @@ type Estimator struct {
 	samples         []fitSample
 	surv            [numBins + 1]float64
 	area            [numBins + 1]float64 // area[j] = ∫_{edge j}^{max} S
+	area2           [numBins + 1]float64 // area2[j] = ∫_{edge j}^{max} area
 	spliceBin       int
 	kvUse           float64 // KV cache usage of the saturated fleet (EWMA), 0 until seen
-	groups          []drainGroup
+	// The main phase's (projected) fleet throughput, smoothed over about
+	// half a request's lifetime, and the EWMA of its squared log deviation; 0 when not known. mainAt is the running
+	// time of the last sample, mainCap the fleet capacity it was taken at.
+	mainT, mainAt, mainCap, mainVar float64
+	mainN                           int // servers then
+	groups                          []drainGroup
 }
 
 // New returns an Estimator for one job.
@@ -205,11 +215,11 @@ func (e *Estimator) Estimate(s State) Result {
 	e.binInFlight(s.InFlight)
 	// Two extrapolations: a lognormal fitted to the upper part (the point)
 	// and one fitted to everything; how far apart they are is model risk.
-	fit, ok := e.fitTail(e.fit, true)
+	fit, ok := e.fitTail(e.fit, true, 0)
 	if !ok {
 		return res
 	}
-	fitAll, ok := e.fitTail(e.fitAll, false)
+	fitAll, ok := e.fitTail(e.fitAll, false, 0)
 	if !ok {
 		fitAll = fit
 	}
@@ -239,8 +249,14 @@ func (e *Estimator) Estimate(s State) Result {
 			ctxFactor = e.ctx.factor(ctxNow, w.eqMean)
 		}
 	}
+	if s.NotStarted > 0 && w.mean > 0 {
+		vT *= e.smoothMain(s, runT*vT, w.mean/vT)
+	} else {
+		e.mainT = 0
+	}
 	kappa, kSlow, kFast := e.speed.kappas(e.opts.SoloSpeedup, fullT)
-	ts := e.timeline(w, s.NotStarted, fullT, runT, vT, ctxFactor, [3]float64{kappa, kFast, kSlow})
+	kvd := kvDrainFor(s.Servers, s.PromptTokens)
+	ts := e.timeline(w, s.NotStarted, fullT, runT, vT, ctxFactor, [3]float64{kappa, kFast, kSlow}, kvd)
 	t, tFast, tSlow := ts[0], ts[1], ts[2]
 
 	// Uncertainty of the remaining work: parameter uncertainty of the tail
@@ -257,12 +273,49 @@ func (e *Estimator) Estimate(s State) Result {
 	if w.total > 0 {
 		sdW = math.Sqrt(varW) / w.total
 	}
-	sdT := math.Sqrt(e.lnTVar)
+	// Throughput variability: over minutes (lnTVar) and within a request
+	// lifetime (how far the level now may sit from the main phase's).
+	sdT := math.Sqrt(math.Max(e.lnTVar, e.mainVar))
 	sdC := math.Abs(math.Log(ctxFactor))/2 + math.Abs(math.Log(kvFactor))/4
 	sd := math.Sqrt(sdW*sdW + sdT*sdT + sdC*sdC + 0.03*0.03)
 
 	lo := math.Min(t.main, tFast.main)*math.Exp(-z90*sd) + math.Min(t.drain, tFast.drain)*math.Exp(-z90*sd)
 	hi := math.Max(t.main, tSlow.main)*math.Exp(z90*sd) + math.Max(t.drain, tSlow.drain)*math.Exp(z90*sd)
+
+	// A heavy-tail scenario for the upper end: the same data with σ held
+	// at no less than heavySigma (μ refitted). Where the data reach far
+	// into the distribution it changes little; early, when they reach only
+	// its short outputs, the tail beyond them (and the KV-bound batch it
+	// implies) is unknown and this is what a heavy one would take.
+	//
+	// μ is at least the value that puts the scenario's survival at the
+	// point where the data end (the splice) where the data put it: the
+	// body's shape (a mixture of short answers, say) must not pull the
+	// heavy tail down.
+	sigH := math.Max(e.fit.sigma, heavySigma)
+	if fh, ok := e.fitTail(lognormal{mu: e.fit.mu, sigma: e.fit.sigma, ok: true}, true, sigH); ok {
+		if sp := e.spliceBin; sp > 0 && sp < numBins {
+			if sc := e.surv[sp]; sc > 1e-6 && sc < 1-1e-6 {
+				// ln c = μ + σ Φ⁻¹(1 − S(c)), Φ⁻¹(p) = √2 erfinv(2p − 1).
+				fh.mu = math.Max(fh.mu, math.Log(e.b.edges[sp])-sigH*sqrt2*math.Erfinv(1-2*sc))
+			}
+		}
+		wh := e.work(fh, s.NotStarted)
+		fullH, runH, vH, ctxH := math.Max(e.speed.full, full), running, v, 1.0
+		if s.NotStarted > 0 {
+			if p := e.projectKV(s.Servers, s.PromptTokens+wh.eqMean); p.ok {
+				runH = running * p.batch
+				fullH = runH
+				vH = v * p.tput / p.batch
+			} else {
+				ctxH = e.ctx.factor(ctxNow, wh.eqMean)
+			}
+		}
+		th := e.timeline(wh, s.NotStarted, fullH, runH, vH, ctxH, [3]float64{kSlow, kSlow, kSlow}, kvd)[0]
+		sdH := math.Sqrt(sdW*sdW + sdT*sdT + 0.03*0.03)
+		hi = math.Max(hi, (th.main+th.drain)*math.Exp(z90*sdH))
+		e.work(e.fit, s.NotStarted) // restore the point curve
+	}
 
 	res.Seconds = t.main + t.drain
 	res.DrainSeconds = t.drain
@@ -331,8 +384,9 @@ func (e *Estimator) binInFlight(inFlight []float64) {
 	}
 }
 
-// fitTail fits the censored lognormal to everything known.
-func (e *Estimator) fitTail(prev lognormal, truncate bool) (lognormal, bool) {
+// fitTail fits the censored lognormal to everything known; with sigma > 0
+// only μ is fitted (σ held at sigma).
+func (e *Estimator) fitTail(prev lognormal, truncate bool, sigma float64) (lognormal, bool) {
 	e.samples = e.samples[:0]
 	start := 0
 	if truncate {
@@ -366,6 +420,10 @@ func (e *Estimator) fitTail(prev lognormal, truncate bool) (lognormal, bool) {
 		}
 		mu0 = sy / n
 		sig0 = math.Sqrt(math.Max(syy/n-mu0*mu0, 0.01))
+	}
+	if sigma > 0 {
+		f := fitMu(e.samples, mu0, sigma)
+		return f, f.ok
 	}
 	f := fitLognormal(e.samples, mu0, sig0)
 	return f, f.ok
@@ -445,6 +503,7 @@ func (e *Estimator) work(f lognormal, notStarted int64) workEstimate {
 	// Areas (trapezoid in each bin; the cap mass sits at max, so ∫_0^max S
 	// is E[min(L, max)]) and the second moment for the variance.
 	e.area[numBins] = 0
+	e.area2[numBins] = 0
 	var m2 float64 // ∫ 2x S(x) dx = E[min(L,max)²]
 	var eq float64 // ∫ area(x) dx = E[min(L,max)²]/2
 	for j := numBins - 1; j >= 0; j-- {
@@ -453,6 +512,7 @@ func (e *Estimator) work(f lognormal, notStarted int64) workEstimate {
 		e.area[j] = e.area[j+1] + a
 		m2 += 2 * e.b.centers[j] * a
 		eq += (e.area[j] + e.area[j+1]) / 2 * w
+		e.area2[j] = eq
 	}
 	mean := e.area[0]
 	out := workEstimate{mean: mean, varLen: math.Max(m2-mean*mean, 0)}
@@ -493,6 +553,19 @@ func (e *Estimator) areaAt(x float64) float64 {
 	j := e.b.index(x)
 	hi := e.b.edges[j+1]
 	return e.area[j+1] + (e.survAt(x)+e.surv[j+1])/2*(hi-x)
+}
+
+// area2At is ∫_x^max area = E[(min(L,max) − x)₊²]/2.
+func (e *Estimator) area2At(x float64) float64 {
+	if x >= e.b.max {
+		return 0
+	}
+	if x <= 0 {
+		return e.area2[0]
+	}
+	j := e.b.index(x)
+	hi := e.b.edges[j+1]
+	return e.area2[j+1] + (e.areaAt(x)+e.area[j+1])/2*(hi-x)
 }
 
 // residual is E[min(L,max) − l | L > l].
@@ -553,4 +626,44 @@ func (e *Estimator) bodyVarMean() float64 {
 		v += a * a * d / (n * (n - d))
 	}
 	return v
+}
+
+// smoothMain smooths the main phase's projected throughput tput (tokens/s)
+// and returns smoothed ÷ tput. A continuous-batching fleet's throughput
+// swings by ±20 % over seconds as requests end and are admitted in waves;
+// the main phase lasts many request lifetimes, so what it runs at is the
+// average, not the latest sample. The time constant is half the mean
+// request lifetime (longer carries the young job's projections too far) (mean output ÷ per-request speed); a change of the fleet
+// (servers lost or added, a resize) restarts the average, so the ETA moves
+// at once.
+func (e *Estimator) smoothMain(s State, tput, lifetime float64) float64 {
+	if !(tput > 0) || !(lifetime > 0) {
+		return 1
+	}
+	// The fleet's size: its servers' KV caches (or request slots) when
+	// known, else its running capacity (which varies more by itself).
+	capacity, tol := s.Concurrency, 0.25
+	if len(s.Servers) > 0 {
+		var kv, slots float64
+		for _, sv := range s.Servers {
+			kv += sv.KVCapacity
+			slots += sv.MaxRunning
+		}
+		capacity, tol = slots, 0.05
+		if kv > 0 {
+			capacity = kv
+		}
+	}
+	dt := s.Elapsed - e.mainAt
+	changed := len(s.Servers) != e.mainN || math.Abs(capacity-e.mainCap) > tol*math.Min(capacity, e.mainCap)
+	if e.mainT <= 0 || changed || dt < 0 {
+		e.mainT, e.mainAt, e.mainCap, e.mainN, e.mainVar = tput, s.Elapsed, capacity, len(s.Servers), 0
+		return 1
+	}
+	a := 1 - math.Exp(-dt/math.Max(lifetime/2, 1e-3))
+	d := math.Log(tput / e.mainT)
+	e.mainVar = (1 - a) * (e.mainVar + a*d*d)
+	e.mainT += a * (tput - e.mainT)
+	e.mainAt = s.Elapsed
+	return e.mainT / tput
 }

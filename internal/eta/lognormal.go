@@ -176,3 +176,44 @@ func (f lognormal) survival(x float64) float64 {
 	}
 	return normQ((math.Log(x) - f.mu) / f.sigma)
 }
+
+// fitMu fits μ of a censored lognormal with σ held fixed (the profile
+// likelihood): Newton in one dimension, from mu0. It returns ok false
+// without two exact observations.
+func fitMu(samples []fitSample, mu0, sigma float64) lognormal {
+	var nExact float64
+	for _, s := range samples {
+		if !s.censored {
+			nExact += s.n
+		}
+	}
+	if nExact < 2 || !(sigma > 0) {
+		return lognormal{}
+	}
+	mu := mu0
+	ll, g, h := logLik(samples, mu, sigma)
+	for it := 0; it < 60; it++ {
+		d := g[0] * sigma * sigma / (nExact + 1)
+		if h[0] < 0 {
+			d = -g[0] / h[0]
+		}
+		d = math.Max(-1, math.Min(1, d))
+		improved := false
+		for k, step := 0, 1.0; k < 20; k, step = k+1, step/2 {
+			nll, ng, nh := logLik(samples, mu+step*d, sigma)
+			if nll >= ll-1e-12 {
+				mu, ll, g, h = mu+step*d, nll, ng, nh
+				improved = true
+				break
+			}
+		}
+		if !improved || math.Abs(d) < 1e-7 {
+			break
+		}
+	}
+	out := lognormal{mu: mu, sigma: sigma, ok: true, cov: [3]float64{1, 0, 0}}
+	if h[0] < 0 {
+		out.cov[0] = -1 / h[0]
+	}
+	return out
+}

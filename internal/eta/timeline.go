@@ -40,7 +40,10 @@ func kappaFor(rho, full float64) float64 {
 // the steady-state (equilibrium) residual. The drain lasts
 // ∫ P(some request still running at residual r) · 1/v(b(r)) dr, with b(r)
 // the expected number still running.
-func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v, mainSlow float64, kappas [3]float64) [3]timeline {
+//
+// With kv.ok the drain's speed follows the KV tokens the remaining requests
+// read (kvDrain) instead of the batch law.
+func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v, mainSlow float64, kappas [3]float64, kv kvDrain) [3]timeline {
 	queue := notStarted > 0
 	nIF := 0.0
 	for j := range e.scratchC {
@@ -103,7 +106,7 @@ func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v,
 		groups = append(groups, drainGroup{c: c, l: l + tau, sl: sl, alive: alive})
 	}
 	e.groups = groups
-	var pAny, bRun [numBins/drainStride + 1]float64
+	var pAny, bRun, ctxRun [numBins/drainStride + 1]float64
 	var rs [numBins/drainStride + 1]float64
 	n := 0
 	for k := 0; k <= numBins; k += drainStride {
@@ -115,25 +118,39 @@ func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v,
 		if queue && w.mean > 0 {
 			ge = e.areaAt(r) / w.mean
 		}
-		var logNone, bsum float64
-		add := func(count, p float64) {
+		var logNone, bsum, csum float64
+		// Σ context of the requests still running. A request taken from
+		// the queue in steady state with residual above r is
+		// E[(L−r)₊²/2] / E[(L−r)₊] old at τ₁ (w.eqMean at r = 0).
+		newCtx := kv.prompt + w.eqMean + r
+		if a := e.areaAt(r); a > 0 {
+			newCtx = kv.prompt + e.area2At(r)/a + r
+		}
+		add := func(count, p, ctx float64) {
 			p = math.Min(math.Max(p, 0), 1-1e-12)
 			bsum += count * p
+			csum += count * p * ctx
 			logNone += count * math.Log1p(-p)
 		}
 		if eqSlots > 0 {
-			add(eqSlots, ge)
+			add(eqSlots, ge, newCtx)
 		}
 		for _, g := range groups {
 			p := e.survAt(g.l+r) / g.sl
+			ctx := kv.prompt + g.l + r
 			if queue {
-				p += (1 - g.alive) * ge
+				pn := (1 - g.alive) * ge
+				if p+pn > 0 {
+					ctx = (p*ctx + pn*newCtx) / (p + pn)
+				}
+				p += pn
 			}
 			if p > 0 {
-				add(g.c, p)
+				add(g.c, p, ctx)
 			}
 		}
 		rs[n] = r
+		ctxRun[n] = csum
 		pAny[n] = -math.Expm1(logNone)
 		if pAny[n] > 1e-15 {
 			bRun[n] = math.Max(1, bsum/pAny[n])
@@ -150,11 +167,21 @@ func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v,
 		if queue {
 			out[i].main = math.Max(0, w.total-wd) * mainSlow * law.secPerToken(slots) / slots
 		}
+		// KV law: a step reads the weights and the running requests' KV
+		// cache; at the start of the drain a share rho of it is KV.
+		rho := 0.0
+		if kv.ok && n > 0 && ctxRun[0] > 0 {
+			rho = kv.rho[i] * math.Min(ctxRun[0]/kv.cache, 1)
+		}
 		prev := 0.0
 		for k := 0; k < n; k++ {
 			f := 0.0
 			if bRun[k] > 0 {
-				f = pAny[k] * law.secPerToken(bRun[k])
+				if rho > 0 {
+					f = pAny[k] / v * (1 - rho + rho*ctxRun[k]/ctxRun[0])
+				} else {
+					f = pAny[k] * law.secPerToken(bRun[k])
+				}
 			}
 			if k > 0 {
 				out[i].drain += (f + prev) / 2 * (rs[k] - rs[k-1])
@@ -163,6 +190,33 @@ func (e *Estimator) timeline(w workEstimate, notStarted int64, full, running, v,
 		}
 	}
 	return out
+}
+
+// kvDrain describes the servers' KV caches for the drain: the job's mean
+// prompt, the fleet's cache size in tokens and, per scenario (point,
+// fastest, slowest drain), the share of a full cache's decode step spent
+// reading KV.
+type kvDrain struct {
+	ok            bool
+	prompt, cache float64
+	rho           [3]float64
+}
+
+// kvDrainFor returns the KV description of the servers, ok false unless
+// every server reports its cache.
+func kvDrainFor(servers []Server, prompt float64) kvDrain {
+	var cache float64
+	for _, sv := range servers {
+		if sv.KVCapacity <= 0 {
+			return kvDrain{}
+		}
+		cache += sv.KVCapacity
+	}
+	if cache <= 0 {
+		return kvDrain{}
+	}
+	return kvDrain{ok: true, prompt: prompt, cache: cache,
+		rho: [3]float64{kvReadShare, kvReadShare * 1.5, kvReadShare * 0.5}}
 }
 
 // drainGroup is in-flight requests of one bin: count, position after τ₁,
