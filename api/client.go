@@ -59,7 +59,9 @@ type Client struct {
 // by their context.
 func NewClient(baseURL, token string, hc *http.Client) *Client {
 	if hc == nil {
-		hc = &http.Client{}
+		// An own transport, not http.DefaultTransport: whoever else closes
+		// the default transport's idle connections must not break ours.
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, hc: hc}
 }
