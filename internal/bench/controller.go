@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -32,14 +34,16 @@ type ControllerOptions struct {
 	Gensim       string  // gensim binary (empty: in-process fleet)
 	RSSLines     int     // lines of the RSS run's input (0: skip)
 	RSSFor       time.Duration
+	RSSPerServer int // per_server_max of the RSS job (connections, and their buffers, scale with it)
 	CPUProfile   string
+	MemProfile   string // heap profile written when the throughput job ends
 	Timeout      time.Duration
 }
 
 // DefaultControllerOptions is what make bench-controller runs.
 func DefaultControllerOptions() ControllerOptions {
 	return ControllerOptions{Servers: 8, Prompts: 100000, Speedup: 10000, ContentBytes: 4096, OutputMean: 6000,
-		RSSLines: 10_000_000, RSSFor: 45 * time.Second, Timeout: 5 * time.Minute}
+		RSSLines: 10_000_000, RSSFor: 45 * time.Second, RSSPerServer: 128, Timeout: 5 * time.Minute}
 }
 
 // fleetHandle is a simulated fleet, in-process or in its own process.
@@ -160,17 +164,22 @@ func startFleet(ctx context.Context, o ControllerOptions) (*fleetHandle, error) 
 			lines <- sc.Text()
 		}
 	}()
-	go func() {
-		// Drain what is left, then reap the process.
-		for range lines {
-		}
-		h.waitErr <- cmd.Wait()
-	}()
+	// reap drains what is left of its stdout (so it never blocks), then
+	// waits for the process; close relies on it.
+	reap := func() {
+		go func() {
+			for range lines {
+			}
+			h.waitErr <- cmd.Wait()
+		}()
+	}
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
+				reap()
+				h.close()
 				return nil, errors.New("gensim exited before it was ready")
 			}
 			// "gensim: server gpu0 listening on http://127.0.0.1:port"
@@ -179,17 +188,15 @@ func startFleet(ctx context.Context, o ControllerOptions) (*fleetHandle, error) 
 				h.urls = append(h.urls, f[5])
 			}
 			if l == "gensim: ready" {
-				// Keep draining its stdout so it never blocks.
-				go func() {
-					for range lines {
-					}
-				}()
+				reap()
 				return h, nil
 			}
 		case <-deadline:
+			reap()
 			h.close()
 			return nil, errors.New("gensim not ready within 30 s")
 		case <-ctx.Done():
+			reap()
 			h.close()
 			return nil, ctx.Err()
 		}
@@ -226,12 +233,12 @@ func writeShortPrompts(path string, n int) error {
 	return nil
 }
 
-func controllerSpec(input, out string, maxTokens int) ([]byte, error) {
+func controllerSpec(input, out string, maxTokens, perServerMax int) ([]byte, error) {
 	spec := api.JobSpec{Name: "bench-controller", Input: input,
 		Request: api.RequestSpec{Endpoint: "/v1/chat/completions", Model: "Qwen/Qwen3-8B",
 			Params: map[string]any{"max_tokens": maxTokens, "chat_template_kwargs": map[string]any{"enable_thinking": true}}},
 		Output:    api.OutputSpec{Dir: out, ShardRecords: 100000},
-		Scheduler: api.SchedulerSpec{Mode: api.ModeAdaptive}}
+		Scheduler: api.SchedulerSpec{Mode: api.ModeAdaptive, PerServerMax: perServerMax}}
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
@@ -252,11 +259,14 @@ func Controller(ctx context.Context, o ControllerOptions, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "gend controller benchmark: %d × b200 + 8B at speedup %.0f×, gensim %s, responses capped at %d bytes per text field\n",
 		o.Servers, o.Speedup, where, o.ContentBytes)
-	if err := controllerThroughput(ctx, o, dir, w); err != nil {
-		return err
-	}
+	// The RSS run goes first, so the process's peak is its own.
 	if o.RSSLines > 0 {
 		if err := controllerRSS(ctx, o, dir, w); err != nil {
+			return err
+		}
+	}
+	if o.Prompts > 0 {
+		if err := controllerThroughput(ctx, o, dir, w); err != nil {
 			return err
 		}
 	}
@@ -281,7 +291,7 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 	if err := waitHealthy(ctx, c, len(fh.urls)); err != nil {
 		return err
 	}
-	spec, err := controllerSpec(input, filepath.Join(dir, "out"), 16384)
+	spec, err := controllerSpec(input, filepath.Join(dir, "out"), 16384, 0)
 	if err != nil {
 		return err
 	}
@@ -311,12 +321,18 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
-	job, err = waitJob(ctx, c, job.ID, o.Timeout, nil)
+	var inflightPeak int64
+	job, err = waitJob(ctx, c, job.ID, o.Timeout, func(j api.Job) { inflightPeak = max(inflightPeak, j.Progress.InFlight) })
 	if err != nil {
 		return err
 	}
 	el := time.Since(t0).Seconds()
 	cpu1, _ := cpuSeconds(0)
+	if o.MemProfile != "" {
+		if err := writeHeapProfile(o.MemProfile); err != nil {
+			return err
+		}
+	}
 	_, peak, _ := memStatus()
 	p := job.Progress
 	if job.Status != api.StatusCompleted || p.Completed == 0 {
@@ -326,6 +342,9 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 	fmt.Fprintf(w, "\n## controller throughput\n")
 	fmt.Fprintf(w, "completed %d of %d in %.1f s wall: %.0f completions/s (target ≥ 5,000)\n", p.Completed, p.Total, el, float64(p.Completed)/el)
 	fmt.Fprintf(w, "output record size: %.1f KB on average (%d bytes of shards)\n", float64(bytesOut)/float64(p.Completed)/1024, bytesOut)
+	if p.Failed > 0 {
+		fmt.Fprintf(w, "failed for good: %d (first: %s)\n", p.Failed, firstLine(filepath.Join(dir, "out", "errors.jsonl")))
+	}
 	fmt.Fprintf(w, "benchctl process CPU: %.1f s = %.3f CPU s per 1,000 completions", cpu1-cpu0, (cpu1-cpu0)/float64(p.Completed)*1000)
 	if simPID > 0 {
 		sim1, _ := cpuSeconds(simPID)
@@ -333,12 +352,27 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 	} else {
 		fmt.Fprintf(w, " (gend + in-process gensim)\n")
 	}
-	fmt.Fprintf(w, "peak RSS of the benchctl process so far: %.0f MB\n", float64(peak)/1e6)
+	fmt.Fprintf(w, "peak RSS of the benchctl process so far: %.0f MB (about %d requests in flight)\n", float64(peak)/1e6, inflightPeak)
 	return nil
 }
 
 // errNotDone: the job was still running at the deadline.
 var errNotDone = errors.New("not done")
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return nil
+}
 
 // waitJob polls a job until it ends (or timeout); every is called per poll.
 func waitJob(ctx context.Context, c *api.Client, id string, timeout time.Duration, every func(api.Job)) (api.Job, error) {
@@ -367,6 +401,24 @@ func waitJob(ctx context.Context, c *api.Client, id string, timeout time.Duratio
 	}
 }
 
+func firstLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if sc.Scan() {
+		l := sc.Text()
+		if len(l) > 300 {
+			l = l[:300]
+		}
+		return l
+	}
+	return "(empty)"
+}
+
 func dirBytes(dir string) int64 {
 	var n int64
 	ents, _ := os.ReadDir(dir)
@@ -391,7 +443,7 @@ func controllerRSS(ctx context.Context, o ControllerOptions, dir string, w io.Wr
 	if err != nil {
 		return fmt.Errorf("stat input: %w", err)
 	}
-	fmt.Fprintf(w, "\n## RSS while streaming a %d-line input (%.0f MB, written in %.0f s)\n", o.RSSLines, float64(fi.Size())/1e6, time.Since(t0).Seconds())
+	fmt.Fprintf(w, "\n## RSS while streaming a %d-line input (%.0f MB, written in %.0f s; max_tokens 64, per_server_max %d)\n", o.RSSLines, float64(fi.Size())/1e6, time.Since(t0).Seconds(), o.RSSPerServer)
 	fh, err := startFleet(ctx, o)
 	if err != nil {
 		return err
@@ -405,10 +457,15 @@ func controllerRSS(ctx context.Context, o ControllerOptions, dir string, w io.Wr
 	if err := waitHealthy(ctx, c, len(fh.urls)); err != nil {
 		return err
 	}
-	spec, err := controllerSpec(input, filepath.Join(dir, "out-rss"), 64)
+	spec, err := controllerSpec(input, filepath.Join(dir, "out-rss"), 64, o.RSSPerServer)
 	if err != nil {
 		return err
 	}
+	// Reset the peak (VmHWM) so it covers this run only: "5" in
+	// clear_refs resets it (Linux ≥ 4.0).
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetPeak := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 	rss0, _, _ := memStatus()
 	var mu sync.Mutex
 	type pt struct {
@@ -454,6 +511,10 @@ func controllerRSS(ctx context.Context, o ControllerOptions, dir string, w io.Wr
 	if cut {
 		state = fmt.Sprintf("job stopped after %v with %d of %d completed (the whole input was counted and streamed from the start)", o.RSSFor, job.Progress.Completed, job.Progress.Total)
 	}
-	fmt.Fprintf(w, "%s; peak RSS (VmHWM) of the benchctl process: %.0f MB (target < 300 MB)\n", state, float64(peak)/1e6)
+	what := "peak RSS (VmHWM) of the benchctl process during this run"
+	if !resetPeak {
+		what = "peak RSS (VmHWM) of the benchctl process (could not reset it: includes the throughput run)"
+	}
+	fmt.Fprintf(w, "%s; %s: %.0f MB (target < 300 MB)\n", state, what, float64(peak)/1e6)
 	return nil
 }

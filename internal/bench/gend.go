@@ -163,6 +163,9 @@ func runGend(ctx context.Context, rc RunConfig, fleet *sim.Fleet, input, dir str
 	p := job.Progress
 	out.completed, out.tokens, out.retries = p.Completed, p.TotalOutputTokens, p.Retries
 	out.lost = p.Failed
+	if !out.stopped && p.Completed+p.Failed != int64(rc.Prompts) {
+		return out, fmt.Errorf("job completed with %d results and %d failures for %d prompts", p.Completed, p.Failed, rc.Prompts)
+	}
 	stopped = true
 	if err := stop(); err != nil {
 		return out, err

@@ -171,8 +171,8 @@ type sampler struct {
 
 func (s *sampler) run(ctx context.Context, f *sim.Fleet, start time.Time, speedup float64) {
 	every := time.Duration(0.5 * float64(time.Second) / speedup)
-	if every < 10*time.Millisecond {
-		every = 10 * time.Millisecond
+	if every < 20*time.Millisecond {
+		every = 20 * time.Millisecond
 	}
 	tk := time.NewTicker(every)
 	defer tk.Stop()
@@ -244,7 +244,7 @@ func RunOne(ctx context.Context, rc RunConfig) (RunResult, error) {
 	}
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFleet()
-	fleet, err := sim.StartFleet(fleetCtx, sim.FleetConfig{Speedup: rc.Speedup, Seed: rc.Seed, Servers: sc.Servers})
+	fleet, err := sim.StartFleet(fleetCtx, sim.FleetConfig{Speedup: rc.Speedup, Seed: rc.Seed, Servers: sc.Servers, Tick: 10 * time.Millisecond})
 	if err != nil {
 		return res, fmt.Errorf("start gensim: %w", err)
 	}

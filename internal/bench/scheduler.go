@@ -38,8 +38,8 @@ type SchedulerOptions struct {
 func DefaultSchedulerOptions() SchedulerOptions {
 	return SchedulerOptions{
 		Scenarios: ScenarioNames(), Static: []int{8, 16, 32, 64, 128, 256, 512, 1024},
-		Prompts: 2400, MeanOut: 2500, MaxTokens: 16384, Speedup: 50, Period: 250 * time.Millisecond,
-		Seed: 1, Stagger: 0.5, OldPerServer: 32, Parallel: 10, StopFactor: 1.6, RampSpeedup: 5, RampSeconds: 40,
+		Prompts: 4000, MeanOut: 2500, MaxTokens: 16384, Speedup: 50, Period: 250 * time.Millisecond,
+		Seed: 1, Stagger: 0.5, OldPerServer: 32, Parallel: 6, StopFactor: 1.6, RampSpeedup: 5, RampSeconds: 40,
 	}
 }
 
@@ -90,12 +90,23 @@ func Scheduler(ctx context.Context, o SchedulerOptions, w io.Writer) (*Scheduler
 		fmt.Fprintf(w, "t90 = first time the fleet's generation rate (2 s window) reached 90 %% of steady, measured by a separate %.0f s run at %.0f× (at %.0f× the first 10 simulated s are %.0f ms of wall time, less than this shared 2-core machine needs to open hundreds of connections; t90@%.0f× shows that)\n",
 			o.RampSeconds, o.RampSpeedup, o.Speedup, 10/o.Speedup*1000, o.Speedup)
 	}
+	var scs []Scenario
 	for _, name := range o.Scenarios {
 		sc, err := MakeScenario(name, o.Prompts, o.MeanOut)
 		if err != nil {
 			return rep, err
 		}
-		sr, err := runScenario(ctx, o, sc)
+		scs = append(scs, sc)
+	}
+	ramps := map[string]map[string]RunResult{}
+	if o.RampSpeedup > 0 {
+		var err error
+		if ramps, err = rampRuns(ctx, o, scs); err != nil {
+			return rep, err
+		}
+	}
+	for _, sc := range scs {
+		sr, err := runScenario(ctx, o, sc, ramps[sc.Name])
 		rep.Scenarios = append(rep.Scenarios, sr)
 		printScenario(w, o, sr)
 		if err != nil {
@@ -117,82 +128,55 @@ type child struct {
 	done    chan error
 }
 
-func runScenario(ctx context.Context, o SchedulerOptions, sc Scenario) (ScenarioReport, error) {
-	sr := ScenarioReport{Scenario: sc.Name, Note: sc.Note, Changes: sc.Changes}
-	base := RunConfig{Scenario: sc.Name, Prompts: o.Prompts, MeanOut: o.MeanOut, MaxTokens: o.MaxTokens,
+func baseRun(o SchedulerOptions, sc Scenario) RunConfig {
+	return RunConfig{Scenario: sc.Name, Prompts: o.Prompts, MeanOut: o.MeanOut, MaxTokens: o.MaxTokens,
 		Speedup: o.Speedup, Seed: o.Seed, Period: o.Period, Stagger: o.Stagger,
 		// A hung run ends at 30× the expected makespan.
 		Limit: 30 * float64(o.Prompts) * o.MeanOut / (fleetSize * rtxTokensPerSec)}
-	var pending []RunConfig
+}
+
+// rampRuns measures the start of the adaptive and old-script runs of every
+// scenario at a low speedup, two runs at a time so the machine is quiet.
+func rampRuns(ctx context.Context, o SchedulerOptions, scs []Scenario) (map[string]map[string]RunResult, error) {
+	out := map[string]map[string]RunResult{}
+	var runs []RunConfig
+	for _, sc := range scs {
+		for _, p := range []Policy{{Kind: KindAdaptive}, {Kind: KindOld, PerServer: o.OldPerServer}} {
+			rc := baseRun(o, sc)
+			rc.Policy, rc.Ramp, rc.Speedup, rc.Limit = p, true, o.RampSpeedup, o.RampSeconds
+			runs = append(runs, rc)
+		}
+	}
+	res, err := runChildren(ctx, o.Exe, runs, 2, 0, o.Speedup, nil)
+	for _, r := range res {
+		if out[r.Scenario] == nil {
+			out[r.Scenario] = map[string]RunResult{}
+		}
+		out[r.Scenario][r.Policy] = r
+	}
+	return out, err
+}
+
+func runScenario(ctx context.Context, o SchedulerOptions, sc Scenario, ramps map[string]RunResult) (ScenarioReport, error) {
+	sr := ScenarioReport{Scenario: sc.Name, Note: sc.Note, Changes: sc.Changes}
+	base := baseRun(o, sc)
+	var runs []RunConfig
 	add := func(p Policy) {
 		rc := base
 		rc.Policy = p
-		pending = append(pending, rc)
+		runs = append(runs, rc)
 	}
 	add(Policy{Kind: KindAdaptive})
 	add(Policy{Kind: KindOld, PerServer: o.OldPerServer})
-	if o.RampSpeedup > 0 {
-		for _, p := range []Policy{{Kind: KindAdaptive}, {Kind: KindOld, PerServer: o.OldPerServer}} {
-			rc := base
-			rc.Policy, rc.Ramp, rc.Speedup, rc.Limit = p, true, o.RampSpeedup, o.RampSeconds
-			pending = append(pending, rc)
-		}
-	}
 	// Large static limits first: they finish early and set the bar.
 	for i := len(o.Static) - 1; i >= 0; i-- {
 		add(Policy{Kind: KindStatic, PerServer: o.Static[i]})
 	}
-	best := math.Inf(1)
-	var running []*child
+	log := func(r RunResult) { fmt.Fprintf(o.Log, "  %s / %s: %s\n", sc.Name, r.Policy, brief(r)) }
+	list, err := runChildren(ctx, o.Exe, runs, o.Parallel, o.StopFactor, o.Speedup, log)
 	results := map[string]RunResult{}
-	ramps := map[string]RunResult{}
-	var firstErr error
-	tk := time.NewTicker(200 * time.Millisecond)
-	defer tk.Stop()
-	for len(pending) > 0 || len(running) > 0 {
-		for len(pending) > 0 && len(running) < o.Parallel && ctx.Err() == nil {
-			c, err := startChild(o.Exe, pending[0])
-			pending = pending[1:]
-			if err != nil {
-				return sr, err
-			}
-			running = append(running, c)
-		}
-		if ctx.Err() != nil {
-			pending = nil
-		}
-		select {
-		case <-tk.C:
-		case <-ctx.Done():
-		}
-		keep := running[:0]
-		for _, c := range running {
-			select {
-			case err := <-c.done:
-				r, perr := parseChild(c, err)
-				if perr != nil && firstErr == nil {
-					firstErr = perr
-				}
-				if c.rc.Ramp {
-					ramps[r.Policy] = r
-					continue
-				}
-				results[r.Policy] = r
-				if !r.Stopped && r.Err == "" && r.Makespan < best {
-					best = r.Makespan
-				}
-				fmt.Fprintf(o.Log, "  %s / %s: %s\n", sc.Name, r.Policy, brief(r))
-				continue
-			default:
-			}
-			el := time.Since(c.start).Seconds() * o.Speedup
-			if !c.stopped && (ctx.Err() != nil || (!c.rc.Ramp && o.StopFactor > 0 && el > o.StopFactor*best)) {
-				c.stopped = true
-				_ = c.cmd.Process.Signal(os.Interrupt)
-			}
-			keep = append(keep, c)
-		}
-		running = keep
+	for _, r := range list {
+		results[r.Policy] = r
 	}
 	for name, rr := range ramps {
 		r, ok := results[name]
@@ -214,10 +198,70 @@ func runScenario(ctx context.Context, o SchedulerOptions, sc Scenario) (Scenario
 	if r, ok := results[Policy{Kind: KindOld, PerServer: o.OldPerServer}.String()]; ok {
 		sr.Runs = append(sr.Runs, r)
 	}
+	return sr, err
+}
+
+// runChildren runs each config in its own child process, at most parallel
+// at once. With stopFactor > 0 a child still running at stopFactor × the
+// best finished makespan is interrupted (it reports what it reached).
+func runChildren(ctx context.Context, exe string, pending []RunConfig, parallel int, stopFactor, speedup float64, log func(RunResult)) ([]RunResult, error) {
+	best := math.Inf(1)
+	var running []*child
+	var out []RunResult
+	var firstErr error
+	tk := time.NewTicker(200 * time.Millisecond)
+	defer tk.Stop()
+	for len(pending) > 0 || len(running) > 0 {
+		for len(pending) > 0 && len(running) < parallel && ctx.Err() == nil {
+			c, err := startChild(exe, pending[0])
+			pending = pending[1:]
+			if err != nil {
+				for _, c := range running {
+					_ = c.cmd.Process.Signal(os.Interrupt)
+					<-c.done
+				}
+				return out, err
+			}
+			running = append(running, c)
+		}
+		if ctx.Err() != nil {
+			pending = nil
+		}
+		select {
+		case <-tk.C:
+		case <-ctx.Done():
+		}
+		keep := running[:0]
+		for _, c := range running {
+			select {
+			case err := <-c.done:
+				r, perr := parseChild(c, err)
+				if perr != nil && firstErr == nil {
+					firstErr = perr
+				}
+				out = append(out, r)
+				if !r.Stopped && r.Err == "" && r.Makespan < best {
+					best = r.Makespan
+				}
+				if log != nil {
+					log(r)
+				}
+				continue
+			default:
+			}
+			el := time.Since(c.start).Seconds() * speedup
+			if !c.stopped && (ctx.Err() != nil || (stopFactor > 0 && el > stopFactor*best)) {
+				c.stopped = true
+				_ = c.cmd.Process.Signal(os.Interrupt)
+			}
+			keep = append(keep, c)
+		}
+		running = keep
+	}
 	if firstErr == nil && ctx.Err() != nil {
 		firstErr = ctx.Err()
 	}
-	return sr, firstErr
+	return out, firstErr
 }
 
 func staticPolicies(v []int) []Policy {

@@ -15,6 +15,18 @@
 //   - One goroutine per attempt calls Sender.Send and accounts the result;
 //     they are joined by Wait. An attempt's context derives from its job's
 //     context (not from Run's), so stopping dispatch does not abort it.
+//     Each attempt also has its own cancel, used at the end of an adaptive
+//     job to move an attempt off a much slower server (migrateLocked): the
+//     cancelled attempt's goroutine returns through finish like any other,
+//     which puts the task back to run elsewhere.
+//
+// End of a job (adaptive mode): once the input is read, dispatch keeps new
+// tasks off a server too slow to finish one before the rest of the fleet
+// drains the queue (TailSkip), stops queueing behind busy servers, and when
+// nothing is left to dispatch moves the oldest attempts of a server at
+// least MigrateRatio times slower per request to free, faster servers
+// (MigrateWorth). Per-request speeds come from the servers' generation
+// counters, measured only while a server is full.
 //
 // All state is guarded by Scheduler.mu, held briefly and never across I/O
 // or callbacks.

@@ -5,13 +5,20 @@ import "math"
 // LawConfig tunes the adaptive control law. The zero value is not useful;
 // start from DefaultLawConfig.
 type LawConfig struct {
-	Min        int     // never below this many in flight per server
-	Max        int     // never above (per_server_max)
-	QueueMin   int     // smallest queue kept on a server so it never idles
-	QueueFrac  float64 // queue target as a fraction of the running batch
-	KVHigh     float64 // KV usage above which the law stops growing
-	Cut        float64 // multiplicative decrease on overload/errors/retraction storms
-	StormFrac  float64 // retractions in one period above this fraction of the running batch = storm
+	Min       int     // never below this many in flight per server
+	Max       int     // never above (per_server_max)
+	QueueMin  int     // smallest queue kept on a server so it never idles
+	QueueFrac float64 // queue target as a fraction of the running batch
+	KVHigh    float64 // KV usage above which the law stops growing
+	Cut       float64 // multiplicative decrease on overload/errors/retraction storms
+	// RetractFrac: retractions in one period above this fraction of the
+	// running batch (and at least 2) mean the server is at its KV limit: the
+	// queue is trimmed to QueueMin and the limit does not grow.
+	RetractFrac float64
+	// StormFrac: retractions in one period above this fraction of the
+	// running batch (and at least StormMin) are a storm: cut multiplicatively.
+	StormFrac  float64
+	StormMin   float64
 	ErrorRatio float64 // error share of finished attempts above which the law cuts
 	Default    int     // first limit when the server says nothing about its capacity
 }
@@ -19,7 +26,7 @@ type LawConfig struct {
 // DefaultLawConfig is what gend runs with.
 func DefaultLawConfig() LawConfig {
 	return LawConfig{Min: 1, Max: 1024, QueueMin: 4, QueueFrac: 0.1, KVHigh: 0.92, Cut: 0.7,
-		StormFrac: 0.05, ErrorRatio: 0.2, Default: 64}
+		RetractFrac: 0.05, StormFrac: 0.25, StormMin: 4, ErrorRatio: 0.2, Default: 64}
 }
 
 // Observation is everything the law sees about one server for one period.
@@ -129,13 +136,22 @@ func Step(cfg LawConfig, st LawState, o Observation) (LawState, Decision) {
 		limit = int(float64(maxInt(base, cfg.Min)) * cfg.Cut)
 		reason = "errors"
 		st.Cooldown = 3
-	case o.Fresh && o.Retractions > math.Max(1, cfg.StormFrac*float64(o.Running)):
-		// Too many retractions: the batch outgrows the KV cache. Bring the
-		// in-flight count under the running batch so the server stops
-		// admitting what it later throws away.
-		limit = int(math.Min(float64(limit)*cfg.Cut+0.5, math.Max(float64(o.Running)*0.9, float64(cfg.Min))))
+	case o.Fresh && o.Retractions > math.Max(cfg.StormMin, cfg.StormFrac*float64(o.Running)):
+		// A retraction storm: the batch far outgrows the KV cache and the
+		// server throws work away faster than it finishes it. Cut.
+		limit = int(float64(maxInt(base, cfg.Min)) * cfg.Cut)
 		reason = "retractions"
 		st.Cooldown = 2
+	case o.Fresh && o.Retractions > math.Max(1, cfg.RetractFrac*float64(o.Running)):
+		// Some retractions: the server is at its KV limit. Its own
+		// admission decides the running batch (recomputing a retracted
+		// request costs a prefill, far less than an idle slot), so keep
+		// the batch but no more than the minimum queue, and do not grow.
+		if floor := o.Running + cfg.QueueMin; limit > floor {
+			limit = floor
+			reason = "retractions"
+		}
+		st.Cooldown = maxInt(st.Cooldown, 1)
 	case !o.HasGauges:
 		st, limit, reason = hillClimb(cfg, st, o)
 	case !o.Fresh:

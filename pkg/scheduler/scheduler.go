@@ -273,6 +273,9 @@ type Job struct {
 	// completed requests' output tokens, for the mean at the end of the job
 	doneTokens, doneCount int64
 	migrating             int // attempts cancelled to move, not back yet
+	// finishing counts final results handed to OnFinish and not yet
+	// returned: the job is not drained until they are written.
+	finishing int
 }
 
 // JobStats are a job's scheduler counters.
@@ -510,7 +513,7 @@ func (s *Scheduler) dispatch() time.Time {
 		if j.cancelled || j.drained {
 			continue
 		}
-		if j.inputEnd.Load() && j.pendingLocked() == 0 && j.inflight == 0 {
+		if j.inputEnd.Load() && j.pendingLocked() == 0 && j.inflight == 0 && j.finishing == 0 {
 			j.drained = true
 			drained = append(drained, j)
 			continue
@@ -727,6 +730,11 @@ func (s *Scheduler) finish(j *Job, sv *server, t *Task, r Result) {
 		sv.consecUnreachable = 0
 	}
 	fatal := r.Outcome == Fatal
+	if final {
+		// Counted until OnFinish returns, so the job does not look drained
+		// (and its output closed) while results are still being written.
+		j.finishing++
+	}
 	s.mu.Unlock()
 	if ejected {
 		s.event(sv.spec.Name, StateDown, "unreachable")
@@ -740,6 +748,7 @@ func (s *Scheduler) finish(j *Job, sv *server, t *Task, r Result) {
 		}
 		if err := j.opts.OnFinish(t, r); err != nil {
 			s.mu.Lock()
+			j.finishing--
 			t.due = time.Now()
 			// Keep the result itself: the task is re-run after resume.
 			heap.Push(&j.retries, t)
@@ -750,6 +759,7 @@ func (s *Scheduler) finish(j *Job, sv *server, t *Task, r Result) {
 			}
 		} else {
 			s.mu.Lock()
+			j.finishing--
 			j.stats.Finished++
 			s.mu.Unlock()
 		}

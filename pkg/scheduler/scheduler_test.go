@@ -376,3 +376,45 @@ func TestEndOfJobMovesWorkOffSlowServer(t *testing.T) {
 		})
 	}
 }
+
+// The job is drained only once every final result has been written: a slow
+// OnFinish (a sink busy with fsync) must not let OnDrained run first, or
+// the daemon closes the output under the results still being written.
+func TestDrainedWaitsForOnFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeFleet(50, "a")
+		f.dur["a"] = 10 * time.Millisecond
+		s := New(Options{Sender: f, Prober: f, Period: 100 * time.Millisecond})
+		_ = s.AddServer(api.ServerSpec{Name: "a"})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go s.Run(ctx)
+		var mu sync.Mutex
+		written, atDrain := 0, -1
+		drained := make(chan struct{})
+		j := s.AddJob(ctx, JobOptions{ID: "j", Limits: api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 50},
+			OnFinish: func(t *Task, r Result) error {
+				time.Sleep(time.Second) // slow output
+				mu.Lock()
+				written++
+				mu.Unlock()
+				return nil
+			},
+			OnDrained: func() {
+				mu.Lock()
+				atDrain = written
+				mu.Unlock()
+				close(drained)
+			}})
+		for i := 1; i <= 100; i++ {
+			_ = j.Push(ctx, &Task{Line: int64(i)})
+		}
+		j.InputDone()
+		<-drained
+		mu.Lock()
+		defer mu.Unlock()
+		if atDrain != 100 {
+			t.Fatalf("OnDrained ran with %d of 100 results written", atDrain)
+		}
+	})
+}

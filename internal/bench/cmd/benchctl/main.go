@@ -1,6 +1,7 @@
 // Command benchctl runs gend's benchmarks and prints their numbers.
 //
-//	benchctl scheduler [flags]   adaptive vs static sweep vs old script on gensim scenarios (issue 4)
+//	benchctl scheduler [flags]   adaptive vs static sweep vs old script on gensim scenarios (issue 4);
+//	                             -quick: 1,200 prompts and static 16,32,64,128,512
 //	benchctl controller [flags]  gend's completions/s, CPU per 1,000 completions and RSS (issue 2)
 //	benchctl run-one -config JSON  one scheduler run (used by scheduler; prints JSON)
 package main
@@ -103,18 +104,19 @@ func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.IntVar(&o.OldPerServer, "old-per-server", o.OldPerServer, "old script: requests per server")
 	fs.IntVar(&o.Parallel, "parallel", o.Parallel, "runs at once (each in its own process)")
 	fs.Float64Var(&o.StopFactor, "stop-factor", o.StopFactor, "stop a run once it is this many times slower than the best finished one (0: never)")
+	fs.Float64Var(&o.RampSpeedup, "ramp-speedup", o.RampSpeedup, "speedup of the separate runs that measure the time to 90 % of steady throughput (0: none)")
+	fs.Float64Var(&o.RampSeconds, "ramp-seconds", o.RampSeconds, "simulated seconds of each ramp run")
 	jsonOut := fs.String("json", "", "also write every run's result to this file as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *quick {
-		o.Prompts = 800
+		if !flagSet(fs, "prompts") {
+			o.Prompts = 1200
+		}
 		if !flagSet(fs, "static") {
 			*statics = "16,32,64,128,512"
 		}
-	}
-	if !flagSet(fs, "prompts") && !*quick {
-		o.Prompts = bench.DefaultSchedulerOptions().Prompts
 	}
 	var err error
 	if o.Static, err = bench.ParseList(*statics); err != nil {
@@ -152,12 +154,21 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&o.Prompts, "prompts", o.Prompts, "prompts of the throughput job")
 	fs.Float64Var(&o.Speedup, "speedup", o.Speedup, "gensim speedup (GPUs must not be the limit)")
 	fs.IntVar(&o.ContentBytes, "content-bytes", o.ContentBytes, "cap on each text field of a response (response ≈ 2× this)")
-	fs.StringVar(&o.Gensim, "gensim", o.Gensim, "gensim binary to run the fleet in its own process (empty: in-process)")
+	fs.StringVar(&o.Gensim, "gensim", "auto", "gensim binary to run the fleet in its own process (auto: bin/gensim if built; empty: in-process)")
 	fs.IntVar(&o.RSSLines, "rss-lines", o.RSSLines, "input lines of the RSS run (0: skip it)")
+	fs.DurationVar(&o.RSSFor, "rss-for", o.RSSFor, "how long the RSS run streams before it stops the job")
+	fs.IntVar(&o.RSSPerServer, "rss-per-server-max", o.RSSPerServer, "per_server_max of the RSS job")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the throughput run here")
+	fs.StringVar(&o.MemProfile, "memprofile", "", "write a heap profile when the throughput job ends")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "bound on each run")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if o.Gensim == "auto" {
+		o.Gensim = ""
+		if fi, err := os.Stat("bin/gensim"); err == nil && !fi.IsDir() {
+			o.Gensim = "bin/gensim"
+		}
 	}
 	if err := bench.Controller(ctx, o, stdout); err != nil {
 		if errors.Is(err, context.Canceled) {
