@@ -69,8 +69,8 @@ func (h *fleetHandle) close() {
 	}
 }
 
-// cpuSeconds reads utime+stime of a process from /proc (pid 0: self).
-func cpuSeconds(pid int) (float64, error) {
+// CPUSeconds reads utime+stime of a process from /proc (pid 0: self).
+func CPUSeconds(pid int) (float64, error) {
 	p := "/proc/self/stat"
 	if pid > 0 {
 		p = "/proc/" + strconv.Itoa(pid) + "/stat"
@@ -306,7 +306,7 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 		}
 		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
-	cpu0, err := cpuSeconds(0)
+	cpu0, err := CPUSeconds(0)
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 	var sim0 float64
 	if fh.cmd != nil {
 		simPID = fh.cmd.Process.Pid
-		sim0, _ = cpuSeconds(simPID)
+		sim0, _ = CPUSeconds(simPID)
 	}
 	t0 := time.Now()
 	job, err := c.SubmitJob(ctx, spec, api.ContentTypeJSON)
@@ -327,7 +327,7 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 		return err
 	}
 	el := time.Since(t0).Seconds()
-	cpu1, _ := cpuSeconds(0)
+	cpu1, _ := CPUSeconds(0)
 	if o.MemProfile != "" {
 		if err := writeHeapProfile(o.MemProfile); err != nil {
 			return err
@@ -347,7 +347,7 @@ func controllerThroughput(ctx context.Context, o ControllerOptions, dir string, 
 	}
 	fmt.Fprintf(w, "benchctl process CPU: %.1f s = %.3f CPU s per 1,000 completions", cpu1-cpu0, (cpu1-cpu0)/float64(p.Completed)*1000)
 	if simPID > 0 {
-		sim1, _ := cpuSeconds(simPID)
+		sim1, _ := CPUSeconds(simPID)
 		fmt.Fprintf(w, " (gend only; gensim used %.1f s = %.3f per 1,000 in its own process)\n", sim1-sim0, (sim1-sim0)/float64(p.Completed)*1000)
 	} else {
 		fmt.Fprintf(w, " (gend + in-process gensim)\n")

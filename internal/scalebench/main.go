@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	gendbench "github.com/gend-dev/gend/internal/bench"
 	"io"
 	"math"
 	"net"
@@ -270,11 +271,11 @@ func runOne(ctx context.Context, o options, gendBin, input, dir string, n, perSe
 	if err != nil {
 		return r, err
 	}
-	cpu0, err := cpuSeconds(pid)
+	cpu0, err := gendbench.CPUSeconds(pid)
 	if err != nil {
 		return r, err
 	}
-	self0, _ := cpuSeconds(0)
+	self0, _ := gendbench.CPUSeconds(0)
 	t0 := time.Now()
 	var ifSum float64
 	var ifN int
@@ -294,11 +295,11 @@ func runOne(ctx context.Context, o options, gendBin, input, dir string, n, perSe
 		}
 	}
 	el := time.Since(t0).Seconds()
-	cpu1, err := cpuSeconds(pid)
+	cpu1, err := gendbench.CPUSeconds(pid)
 	if err != nil {
 		return r, err
 	}
-	self1, _ := cpuSeconds(0)
+	self1, _ := gendbench.CPUSeconds(0)
 	h1, err := dispatchHistogram(ctx, base)
 	if err != nil {
 		return r, err
@@ -451,34 +452,6 @@ func dispatchHistogram(ctx context.Context, base string) (scheduler.LatencyHisto
 		prev = c
 	}
 	return h, nil
-}
-
-// cpuSeconds reads utime+stime of a process from /proc (pid 0: this one).
-func cpuSeconds(pid int) (float64, error) {
-	p := "/proc/self/stat"
-	if pid > 0 {
-		p = "/proc/" + strconv.Itoa(pid) + "/stat"
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse %s", p)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("parse %s", p)
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse %s", p)
-	}
-	const clkTck = 100 // USER_HZ on Linux
-	return (ut + st) / clkTck, nil
 }
 
 // memStatus reads VmRSS and VmHWM (peak) of a process, in bytes.
