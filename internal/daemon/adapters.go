@@ -81,7 +81,7 @@ func (p prober) Capacity(ctx context.Context, s api.ServerSpec) (scheduler.Capac
 	if err != nil {
 		return scheduler.Capacity{}, err
 	}
-	return scheduler.Capacity{MaxRunning: c.MaxRunning, MaxTotalTokens: c.MaxTotalTokens, ContextLength: c.ContextLength, TimeScale: c.TimeScale}, nil
+	return scheduler.Capacity{MaxRunning: c.MaxRunning, MaxTotalTokens: c.MaxTotalTokens, ContextLength: c.ContextLength, MaxQueued: c.MaxQueuedRequests, TimeScale: c.TimeScale}, nil
 }
 
 func (p prober) Gauges(ctx context.Context, s api.ServerSpec) (api.Gauges, error) {

@@ -5,12 +5,19 @@ import "math"
 // LawConfig tunes the adaptive control law. The zero value is not useful;
 // start from DefaultLawConfig.
 type LawConfig struct {
-	Min       int     // never below this many in flight per server
-	Max       int     // never above (per_server_max)
-	QueueMin  int     // smallest queue kept on a server so it never idles
-	QueueFrac float64 // queue target as a fraction of the running batch
-	KVHigh    float64 // KV usage above which the law stops growing
-	Cut       float64 // multiplicative decrease on overload/errors/retraction storms
+	Min      int // never below this many in flight per server
+	Max      int // never above (per_server_max)
+	QueueMin int // smallest queue kept on a server so it never idles
+	// QueueFrac: queue target as a fraction of the running batch. With
+	// heavy-tailed outputs a KV-bound batch swings widely (one long request
+	// finishing frees room for several new ones), and the server's own
+	// admission can only fill that room from its queue.
+	QueueFrac float64
+	// TrimFactor: a queue longer than this many times the target is
+	// trimmed (the limit comes down toward running + target).
+	TrimFactor int
+	KVHigh     float64 // KV usage above which the law stops growing
+	Cut        float64 // multiplicative decrease on overload/errors/retraction storms
 	// RetractFrac: retractions in one period above this fraction of the
 	// running batch (and at least 2) mean the server is at its KV limit: the
 	// queue is trimmed to QueueMin and the limit does not grow.
@@ -25,7 +32,7 @@ type LawConfig struct {
 
 // DefaultLawConfig is what gend runs with.
 func DefaultLawConfig() LawConfig {
-	return LawConfig{Min: 1, Max: 1024, QueueMin: 4, QueueFrac: 0.1, KVHigh: 0.92, Cut: 0.7,
+	return LawConfig{Min: 1, Max: 1024, QueueMin: 8, QueueFrac: 0.25, TrimFactor: 3, KVHigh: 0.92, Cut: 0.7,
 		RetractFrac: 0.05, StormFrac: 0.25, StormMin: 4, ErrorRatio: 0.2, Default: 64}
 }
 
@@ -38,7 +45,10 @@ type Observation struct {
 	TokenUsage  float64 // KV pool usage 0..1
 	Retractions float64 // retractions/preemptions during the period
 	Capacity    int     // max_running_requests (0 = unknown)
-	KVTokens    int64   // KV pool size in tokens (0 = unknown)
+	// MaxQueued is the server's waiting-queue cap (SGLang
+	// --max-queued-requests; over it the server answers 503), 0 = none.
+	MaxQueued int
+	KVTokens  int64 // KV pool size in tokens (0 = unknown)
 	// TokensPerRequest estimates one request's KV footprint (prompt + a share
 	// of max tokens), for the first limit.
 	TokensPerRequest float64
@@ -84,14 +94,25 @@ func InitialLimit(cfg LawConfig, o Observation) (limit, queue int) {
 	if batch <= 0 {
 		batch = cfg.Default
 	}
-	queue = queueTarget(cfg, batch)
+	queue = queueTarget(cfg, batch, batch, o.MaxQueued)
 	return clamp(batch+queue, cfg.Min, cfg.Max), queue
 }
 
-func queueTarget(cfg LawConfig, running int) int {
+// queueTarget is the queue kept on a server running running requests: a
+// fraction of the batch, at least QueueMin (or the server's capacity, when
+// smaller), and at most half the server's own queue cap (maxQueued > 0), so
+// that gend's queue never meets it.
+func queueTarget(cfg LawConfig, running, capacity, maxQueued int) int {
 	q := int(math.Ceil(cfg.QueueFrac * float64(running)))
-	if q < cfg.QueueMin {
-		q = cfg.QueueMin
+	// At least QueueMin, but never more than the server's whole batch on a
+	// small server (a 4-request server needs no 8-request queue).
+	floor := cfg.QueueMin
+	if capacity > 0 {
+		floor = min(floor, capacity)
+	}
+	q = max(q, floor, 1)
+	if maxQueued > 0 {
+		q = min(q, max(1, maxQueued/2))
 	}
 	return q
 }
@@ -157,7 +178,7 @@ func Step(cfg LawConfig, st LawState, o Observation) (LawState, Decision) {
 	case !o.Fresh:
 		reason = "stale"
 	default:
-		q := queueTarget(cfg, o.Running)
+		q := queueTarget(cfg, o.Running, o.Capacity, o.MaxQueued)
 		st.QueueTarget = q
 		switch {
 		case o.Queued < q && st.Cooldown == 0 && o.InFlight >= limit-q:
@@ -169,7 +190,7 @@ func Step(cfg LawConfig, st LawState, o Observation) (LawState, Decision) {
 				limit++
 				reason = "grow"
 			}
-		case o.Queued > 2*q:
+		case o.Queued > max(cfg.TrimFactor, 1)*q:
 			floor := o.Running + q
 			next := limit - (o.Queued-q)/2
 			if next < floor {
@@ -183,13 +204,19 @@ func Step(cfg LawConfig, st LawState, o Observation) (LawState, Decision) {
 		if o.Capacity > 0 && limit > o.Capacity+q {
 			limit = o.Capacity + q
 		}
+		if o.MaxQueued > 0 && limit > o.Running+q && o.Queued > q {
+			// A capped queue: what the server does not run waits in a
+			// queue that answers 503 when full.
+			limit = max(o.Running+q, limit-(o.Queued-q))
+			reason = "trim_queue"
+		}
 	}
 	if st.Cooldown > 0 && reason != "overload" && reason != "errors" && reason != "retractions" {
 		st.Cooldown--
 	}
 	st.Limit = clamp(limit, cfg.Min, cfg.Max)
 	if st.QueueTarget == 0 {
-		st.QueueTarget = queueTarget(cfg, st.Limit)
+		st.QueueTarget = queueTarget(cfg, st.Limit, o.Capacity, o.MaxQueued)
 	}
 	return st, Decision{Limit: st.Limit, QueueTarget: st.QueueTarget, Reason: reason}
 }

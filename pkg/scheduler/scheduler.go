@@ -86,6 +86,7 @@ type Capacity struct {
 	MaxRunning     int
 	MaxTotalTokens int64
 	ContextLength  int
+	MaxQueued      int     // waiting-queue cap (SGLang --max-queued-requests), 0 = none
 	TimeScale      float64 // server seconds per wall second (1 except simulated servers)
 }
 

@@ -218,7 +218,7 @@ func (s *Scheduler) admit(ctx context.Context, sv *server) error {
 		sv.retractionsSeen = true
 	}
 	sv.speed, sv.complRate, sv.lastGen, sv.lastGenAt, sv.lastRunning = Speed{}, 0, g.GenTokensTotal, g.At, g.Running
-	o := Observation{Capacity: capy.MaxRunning, KVTokens: capy.MaxTotalTokens, TokensPerRequest: s.opts.TokensPerRequest, HasGauges: sv.hasG}
+	o := Observation{Capacity: capy.MaxRunning, KVTokens: capy.MaxTotalTokens, MaxQueued: capy.MaxQueued, TokensPerRequest: s.opts.TokensPerRequest, HasGauges: sv.hasG}
 	if o.KVTokens == 0 && sv.hasG {
 		o.KVTokens = g.MaxTotalTokens
 	}
@@ -270,7 +270,7 @@ func (s *Scheduler) tick(ctx context.Context, sv *server) {
 	}
 	fresh := hasG && gerr == nil && g.Source != "none"
 	o := Observation{
-		Fresh: fresh, HasGauges: hasG, Capacity: sv.cap.MaxRunning, KVTokens: sv.cap.MaxTotalTokens,
+		Fresh: fresh, HasGauges: hasG, Capacity: sv.cap.MaxRunning, KVTokens: sv.cap.MaxTotalTokens, MaxQueued: sv.cap.MaxQueued,
 		TokensPerRequest: s.opts.TokensPerRequest, InFlight: sv.inflight,
 		Overloads: sv.pOverloads, Errors: sv.pErrors, Successes: sv.pSuccesses,
 		Throughput: float64(sv.pTokens) / s.opts.Period.Seconds(),
