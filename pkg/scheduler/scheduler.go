@@ -716,7 +716,15 @@ func (s *Scheduler) finish(j *Job, sv *server, t *Task, r Result) {
 			break
 		}
 		t.avoid = sv.spec.Name
-		t.due = time.Now().Add(backoff(s.rnd, 500*time.Millisecond, t.Attempts, 30*time.Second))
+		// The first retry goes at once (to another server when there is
+		// one: a cut connection or a 500 is rarely the prompt's fault, and
+		// near the end of a job a long request retried late is the
+		// makespan); later ones back off from 500 ms to 30 s.
+		delay := time.Duration(0)
+		if t.Attempts > 1 {
+			delay = backoff(s.rnd, 500*time.Millisecond, t.Attempts-1, 30*time.Second)
+		}
+		t.due = time.Now().Add(delay)
 		heap.Push(&j.retries, t)
 		j.stats.Retries++
 	}
