@@ -18,6 +18,7 @@ import (
 
 	"github.com/gend-dev/gend/api"
 	"github.com/gend-dev/gend/internal/daemon"
+	"github.com/gend-dev/gend/internal/rlimit"
 	"github.com/gend-dev/gend/internal/spec"
 	"github.com/gend-dev/gend/internal/splitjob"
 )
@@ -98,6 +99,7 @@ func run(args []string, stderr io.Writer, getenv func(string) string) int {
 			return 1
 		}
 	}
+	checkFileLimit(log, cfg)
 	d, err := daemon.New(daemon.Options{Listen: o.listen, StateDir: o.stateDir, Config: cfg, Token: token, NVML: o.nvml,
 		DrainTimeout: o.drainTimeout, S3Endpoint: o.s3Endpoint, Logger: log, ControlPeriod: o.controlPeriod})
 	if err != nil {
@@ -111,6 +113,35 @@ func run(args []string, stderr io.Writer, getenv func(string) string) int {
 		return 1
 	}
 	return 0
+}
+
+// fileReserve is what gend needs besides the sockets of in-flight requests:
+// listener and API clients, probes, shards, journals, input files.
+const fileReserve = 512
+
+// checkFileLimit raises the open-file limit as far as gend may, logs what it
+// got, and warns when the configured fleet can hold more requests in flight
+// (one socket each) than the limit leaves.
+func checkFileLimit(log zerolog.Logger, cfg api.Config) {
+	res, err := rlimit.Raise()
+	res.Log(log, err)
+	perServer, total := spec.DefaultPerServerMax, 0
+	if d := cfg.Defaults; d != nil && d.Scheduler != nil {
+		if d.Scheduler.PerServerMax > 0 {
+			perServer = d.Scheduler.PerServerMax
+		}
+		total = d.Scheduler.TotalMax
+	}
+	inFlight := len(cfg.Servers) * perServer
+	if total > 0 {
+		inFlight = min(inFlight, total)
+	}
+	if need := inFlight + fileReserve; inFlight > 0 && !res.Enough(need) {
+		log.Warn().Uint64("open_file_limit", res.After.Soft).Int("servers", len(cfg.Servers)).
+			Int("per_server_max", perServer).Int("max_in_flight", inFlight).Int("files_needed", need).
+			Msg("open-file limit below what the fleet can hold in flight (one socket per request): " +
+				"past it attempts fail with \"too many open files\"; raise LimitNOFILE (or ulimit -n) or lower per_server_max/total_max")
+	}
 }
 
 func newLogger(format, level string, w io.Writer) (zerolog.Logger, error) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gend-dev/gend/internal/rlimit"
 	"github.com/gend-dev/gend/internal/sim"
 )
 
@@ -142,6 +143,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	cfg.Logger = zerolog.New(stderr).Level(lvl).With().Timestamp().Logger()
+	// One socket per request served: raise the open-file limit as far as we may.
+	lim, err := rlimit.Raise()
+	lim.Log(cfg.Logger, err)
 	for range n {
 		cfg.Servers = append(cfg.Servers, tmpl)
 	}

@@ -3,8 +3,11 @@
 // classification, capacity (/server_info) and load gauges (/v1/loads,
 // /metrics).
 //
-// One Client holds one shared, tuned http.Transport for the whole fleet.
-// It starts no goroutines of its own; every call is bounded by its context.
+// One Client holds one shared, tuned http.Transport for the whole fleet
+// (probes, gauges, https servers) and its own HTTP/1.1 connection pool for
+// generations to http:// servers (conn.go: no goroutine per connection).
+// It starts no goroutines of its own; every call is bounded by its context
+// and runs on the caller's goroutine.
 package backend
 
 import (
@@ -94,7 +97,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // Options tune the shared transport.
 type Options struct {
 	// MaxConnsPerHost bounds connections per server (0 = unlimited; the
-	// scheduler enforces concurrency, not the transport).
+	// scheduler enforces concurrency, not the transport). Set, it sends
+	// every generation through net/http, which enforces it.
 	MaxConnsPerHost int
 	// IdleConnsPerHost keeps this many idle connections per server; set it
 	// to at least the per-server in-flight limit (default 4096).
@@ -105,6 +109,7 @@ type Options struct {
 type Client struct {
 	hc    *http.Client
 	probe *http.Client
+	pool  *pool // generations to http:// servers; nil: all through hc
 }
 
 // New builds a client with one shared transport sized for the fleet.
@@ -127,16 +132,25 @@ func New(opts Options) *Client {
 		// Default 4 KiB buffers: one connection per in-flight request, so
 		// larger buffers cost ~100 KB per request at 20,000 in flight.
 	}
-	return &Client{
+	c := &Client{
 		// No client timeout: a generation may legitimately run for many
 		// minutes; every request is bounded by its context instead.
 		hc:    &http.Client{Transport: tr},
 		probe: &http.Client{Transport: tr, Timeout: 10 * time.Second},
 	}
+	if opts.MaxConnsPerHost <= 0 {
+		c.pool = newPool(idle, tr.IdleConnTimeout)
+	}
+	return c
 }
 
 // CloseIdle closes idle connections (shutdown).
-func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
+func (c *Client) CloseIdle() {
+	c.hc.CloseIdleConnections()
+	if c.pool != nil {
+		c.pool.closeIdle()
+	}
+}
 
 // Request is one generation attempt.
 type Request struct {
@@ -163,9 +177,14 @@ type Response struct {
 }
 
 // Generate sends one attempt and classifies the outcome. A returned error
-// is always an *Error.
+// is always an *Error. Plain-HTTP servers are reached through the client's
+// own connection pool (conn.go); https (and a client with MaxConnsPerHost)
+// through net/http.
 func (c *Client) Generate(ctx context.Context, r Request) (Response, error) {
 	body := withFields(r.Body, r.RID, r.Stream)
+	if c.pool != nil && strings.HasPrefix(r.BaseURL, "http://") {
+		return c.pool.generate(ctx, r, body)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.BaseURL+r.Endpoint, bytes.NewReader(body))
 	if err != nil {
 		return Response{}, &Error{Class: Fatal, Code: "request_failed", Msg: "build request", Err: err}
@@ -183,6 +202,12 @@ func (c *Client) Generate(ctx context.Context, r Request) (Response, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 	}()
+	return readResponse(ctx, resp, r)
+}
+
+// readResponse classifies a response and reads its body (whole, or the SSE
+// stream assembled). It leaves the body for the caller to drain.
+func readResponse(ctx context.Context, resp *http.Response, r Request) (Response, error) {
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return Response{}, classifyStatus(resp.StatusCode, raw)
@@ -190,7 +215,16 @@ func (c *Client) Generate(ctx context.Context, r Request) (Response, error) {
 	if r.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return readStream(ctx, resp.Body, r.OnTokens)
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	var raw []byte
+	var err error
+	if n := resp.ContentLength; n >= 0 && n <= MaxResponseBytes {
+		// Known length: one allocation of the right size instead of
+		// io.ReadAll's doubling.
+		raw = make([]byte, n)
+		_, err = io.ReadFull(resp.Body, raw)
+	} else {
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	}
 	if err != nil {
 		return Response{}, transportError(ctx, err, true)
 	}
@@ -360,29 +394,50 @@ type bodySummary struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// parseBody validates a 200 JSON body and extracts what gend accounts.
+// parseBody validates a 200 JSON body and extracts what gend accounts. The
+// body itself is kept byte for byte (it is the output record's body).
 func parseBody(raw []byte) (Response, error) {
-	var s bodySummary
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return Response{}, &Error{Class: Transient, Status: 200, Code: "request_failed", Msg: "invalid JSON response", Err: err}
+	s, ok := scanSummary(raw)
+	if !ok {
+		var err *Error
+		if s, err = slowSummary(raw); err != nil {
+			return Response{}, err
+		}
 	}
-	if len(s.Error) > 0 && string(s.Error) != "null" {
-		return Response{}, classifyStatus(errorCode(s.Error, 500), raw)
-	}
-	if len(s.Choices) == 0 {
+	if s.choices == 0 {
 		return Response{}, &Error{Class: Transient, Status: 200, Body: raw, Code: "request_failed", Msg: "response has no choices"}
 	}
-	r := Response{Status: 200, Body: raw, RequestID: s.ID}
-	if fr := s.Choices[0].FinishReason; fr != nil {
-		r.FinishReason = *fr
+	r := Response{Status: 200, Body: raw, RequestID: s.id}
+	if s.finish != nil {
+		r.FinishReason = *s.finish
 	}
 	if r.FinishReason == "abort" || r.FinishReason == "error" {
 		return Response{}, &Error{Class: Transient, Status: 200, Body: raw, Code: "request_failed", Msg: "finish_reason " + r.FinishReason}
 	}
-	if s.Usage != nil {
-		r.PromptTokens, r.CompletionTokens = s.Usage.PromptTokens, s.Usage.CompletionTokens
+	if s.hasUsage {
+		r.PromptTokens, r.CompletionTokens = s.promptTok, s.complTokens
 	}
 	return r, nil
+}
+
+// slowSummary is scanSummary through encoding/json, for every body the
+// fast scan does not take: invalid JSON, an "error" field, odd spellings.
+func slowSummary(raw []byte) (summary, *Error) {
+	var b bodySummary
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return summary{}, &Error{Class: Transient, Status: 200, Code: "request_failed", Msg: "invalid JSON response", Err: err}
+	}
+	if len(b.Error) > 0 && string(b.Error) != "null" {
+		return summary{}, classifyStatus(errorCode(b.Error, 500), raw)
+	}
+	s := summary{id: b.ID, choices: len(b.Choices)}
+	if len(b.Choices) > 0 {
+		s.finish = b.Choices[0].FinishReason
+	}
+	if b.Usage != nil {
+		s.hasUsage, s.promptTok, s.complTokens = true, b.Usage.PromptTokens, b.Usage.CompletionTokens
+	}
+	return s, nil
 }
 
 // errorCode reads "code" of an error object, defaulting to def.

@@ -37,7 +37,9 @@ type streamChunk struct {
 // either way. An error event on an HTTP 200 stream (SGLang's queue-full) is
 // classified like the equivalent status.
 func readStream(ctx context.Context, body io.Reader, onTokens func(int)) (Response, error) {
-	br := bufio.NewReaderSize(body, 64<<10)
+	// Small buffer: one per streamed request in flight; ReadBytes grows its
+	// result for longer events.
+	br := bufio.NewReaderSize(body, 4<<10)
 	var (
 		id, object, model          string
 		created                    int64

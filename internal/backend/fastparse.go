@@ -1,0 +1,374 @@
+package backend
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// summary is what parseBody needs from a 200 response body.
+type summary struct {
+	id                     string
+	choices                int
+	finish                 *string // choices[0].finish_reason
+	hasUsage               bool
+	promptTok, complTokens int64
+}
+
+// scanSummary reads the fields parseBody needs in one pass over raw while
+// checking that raw is valid JSON, several times cheaper than
+// json.Unmarshal (which scans the whole body twice, through a state machine,
+// to find four fields in front of and behind the generated text). It
+// reports ok only when its answer is certainly what json.Unmarshal into
+// bodySummary would give: a plain object whose relevant keys and values
+// have the expected types and plain ASCII spelling, each key once, no
+// "error". Anything else (invalid JSON included) is ok == false, and the
+// caller takes the encoding/json path, so the outcome never differs.
+func scanSummary(raw []byte) (s summary, ok bool) {
+	sc := scanner{b: raw}
+	sc.ws()
+	if !sc.object(func(key []byte) bool {
+		switch string(key) {
+		case "id":
+			v, isNull, ok := sc.plainString()
+			if ok && !isNull {
+				s.id = v
+			}
+			return ok
+		case "choices":
+			return sc.choices(&s)
+		case "usage":
+			return sc.usage(&s)
+		case "error":
+			return false // classified by the encoding/json path
+		}
+		return sc.value()
+	}, "id", "choices", "usage", "error") {
+		return summary{}, false
+	}
+	sc.ws()
+	return s, sc.i == len(sc.b)
+}
+
+// scanner walks JSON as encoding/json's validator does: RFC 8259 syntax,
+// any byte ≥ 0x20 inside strings.
+type scanner struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+const maxScanDepth = 512 // deeper: leave it to encoding/json
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// object parses an object, calling field for every key with s positioned
+// at its value (after the colon and whitespace); field must consume the
+// value. Keys that fold to one of names without being exactly one of them,
+// repeated names, and keys with escapes or non-ASCII bytes make it fail.
+func (s *scanner) object(field func(key []byte) bool, names ...string) bool {
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	s.depth++
+	if s.depth > maxScanDepth {
+		return false
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		s.depth--
+		return true
+	}
+	var seen uint32
+	for {
+		start, end, plain, ok := s.str()
+		if !ok {
+			return false
+		}
+		key := s.b[start:end]
+		if len(names) > 0 {
+			if !plain {
+				return false
+			}
+			for n, name := range names {
+				if bytes.EqualFold(key, []byte(name)) {
+					if string(key) != name || seen&(1<<n) != 0 {
+						return false
+					}
+					seen |= 1 << n
+				}
+			}
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		if !field(key) {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// array parses an array, calling elem with s positioned at each element.
+func (s *scanner) array(elem func(i int) bool) bool {
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return false
+	}
+	s.depth++
+	if s.depth > maxScanDepth {
+		return false
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		s.depth--
+		return true
+	}
+	for n := 0; ; n++ {
+		if !elem(n) {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// value skips any JSON value, validating it.
+func (s *scanner) value() bool {
+	if s.i >= len(s.b) {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		_, _, _, ok := s.str()
+		return ok
+	case c == '{':
+		return s.object(func([]byte) bool { return s.value() })
+	case c == '[':
+		return s.array(func(int) bool { return s.value() })
+	case c == 't':
+		return s.lit("true")
+	case c == 'f':
+		return s.lit("false")
+	case c == 'n':
+		return s.lit("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, ok := s.number()
+		return ok
+	}
+	return false
+}
+
+func (s *scanner) lit(w string) bool {
+	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
+		return false
+	}
+	s.i += len(w)
+	return true
+}
+
+// str parses a string; [start, end) is its raw content; plain says it has
+// no escapes and only ASCII, so the raw content is its value.
+func (s *scanner) str() (start, end int, plain, ok bool) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return 0, 0, false, false
+	}
+	s.i++
+	start, plain = s.i, true
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			end = s.i
+			s.i++
+			return start, end, plain, true
+		case c < 0x20:
+			return 0, 0, false, false
+		case c == '\\':
+			plain = false
+			s.i++
+			if s.i >= len(s.b) {
+				return 0, 0, false, false
+			}
+			switch s.b[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if len(s.b)-s.i < 5 {
+					return 0, 0, false, false
+				}
+				for _, h := range s.b[s.i+1 : s.i+5] {
+					if !isHex(h) {
+						return 0, 0, false, false
+					}
+				}
+				s.i += 5
+			default:
+				return 0, 0, false, false
+			}
+		default:
+			if c >= 0x80 {
+				plain = false
+			}
+			s.i++
+		}
+	}
+	return 0, 0, false, false
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// number parses a number; integer says it is -?digits only.
+func (s *scanner) number() (integer, ok bool) {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false, false
+	}
+	integer = true
+	if i < len(b) && b[i] == '.' {
+		integer = false
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false, false
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		integer = false
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false, false
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	s.i = i
+	return integer, true
+}
+
+// plainString parses a string with a plain value, or null.
+func (s *scanner) plainString() (v string, isNull, ok bool) {
+	if s.i < len(s.b) && s.b[s.i] == 'n' {
+		return "", true, s.lit("null")
+	}
+	start, end, plain, ok := s.str()
+	if !ok || !plain {
+		return "", false, false
+	}
+	return string(s.b[start:end]), false, true
+}
+
+// int64Field parses an integer that fits int64, or null (no change).
+func (s *scanner) int64Field(dst *int64) bool {
+	if s.i < len(s.b) && s.b[s.i] == 'n' {
+		return s.lit("null")
+	}
+	start := s.i
+	integer, ok := s.number()
+	if !ok || !integer {
+		return false
+	}
+	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	if err != nil {
+		return false
+	}
+	*dst = n
+	return true
+}
+
+// choices parses the choices array: objects (or null), finish_reason a
+// plain string or null in each.
+func (s *scanner) choices(sum *summary) bool {
+	return s.array(func(n int) bool {
+		sum.choices = n + 1
+		if s.i < len(s.b) && s.b[s.i] == 'n' {
+			return s.lit("null")
+		}
+		return s.object(func(key []byte) bool {
+			if string(key) != "finish_reason" {
+				return s.value()
+			}
+			v, isNull, ok := s.plainString()
+			if ok && !isNull && n == 0 {
+				sum.finish = &v
+			}
+			return ok
+		}, "finish_reason")
+	})
+}
+
+// usage parses the usage object (or null).
+func (s *scanner) usage(sum *summary) bool {
+	if s.i < len(s.b) && s.b[s.i] == 'n' {
+		return s.lit("null")
+	}
+	sum.hasUsage = true
+	return s.object(func(key []byte) bool {
+		switch string(key) {
+		case "prompt_tokens":
+			return s.int64Field(&sum.promptTok)
+		case "completion_tokens":
+			return s.int64Field(&sum.complTokens)
+		}
+		return s.value()
+	}, "prompt_tokens", "completion_tokens")
+}
