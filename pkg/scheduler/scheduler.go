@@ -249,6 +249,11 @@ type JobOptions struct {
 	OnPause func(reason string)
 	// OnDrained is called once when the input is done and nothing is left.
 	OnDrained func()
+	// MaxFinishing bounds the final results handed to OnFinish and not yet
+	// written (default 1024): when the output falls behind (a slow disk, a
+	// starved CPU), dispatch waits for it instead of piling up finished
+	// attempts in memory.
+	MaxFinishing int
 }
 
 // Job is a job's queue inside the scheduler.
@@ -294,6 +299,9 @@ func (s *Scheduler) AddJob(ctx context.Context, o JobOptions) *Job {
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 5
+	}
+	if o.MaxFinishing <= 0 {
+		o.MaxFinishing = 1024
 	}
 	jctx, cancel := context.WithCancel(ctx)
 	j := &Job{s: s, opts: o, ctx: jctx, cancel: cancel, in: make(chan *Task, o.Buffer),
@@ -519,7 +527,7 @@ func (s *Scheduler) dispatch() time.Time {
 			drained = append(drained, j)
 			continue
 		}
-		if j.paused {
+		if j.paused || j.finishing >= j.opts.MaxFinishing {
 			continue
 		}
 		tail := j.inputEnd.Load() && j.pendingLocked() <= qsum

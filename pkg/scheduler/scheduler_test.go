@@ -418,3 +418,64 @@ func TestDrainedWaitsForOnFinish(t *testing.T) {
 		}
 	})
 }
+
+// When the output falls behind, dispatch waits for it: no more than
+// MaxFinishing finished results wait for OnFinish, and nothing is lost.
+func TestSlowOutputBoundsFinishing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeFleet(50, "a")
+		f.dur["a"] = 10 * time.Millisecond
+		s := New(Options{Sender: f, Prober: f, Period: 100 * time.Millisecond})
+		_ = s.AddServer(api.ServerSpec{Name: "a"})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go s.Run(ctx)
+		var mu sync.Mutex
+		waiting, peak, written := 0, 0, 0
+		drained := make(chan struct{})
+		j := s.AddJob(ctx, JobOptions{ID: "j", Limits: api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 50}, MaxFinishing: 20,
+			OnFinish: func(t *Task, r Result) error {
+				mu.Lock()
+				waiting++
+				peak = max(peak, waiting)
+				mu.Unlock()
+				time.Sleep(100 * time.Millisecond) // a disk far slower than the servers
+				mu.Lock()
+				waiting--
+				written++
+				mu.Unlock()
+				return nil
+			},
+			OnDrained: func() { close(drained) }})
+		// Other events (control ticks, other jobs, resizes) wake dispatch
+		// while every finished attempt waits for the output.
+		go func() {
+			for {
+				select {
+				case <-drained:
+					return
+				case <-time.After(5 * time.Millisecond):
+					s.poke()
+				}
+			}
+		}()
+		for i := 1; i <= 300; i++ {
+			_ = j.Push(ctx, &Task{Line: int64(i)})
+		}
+		j.InputDone()
+		<-drained
+		mu.Lock()
+		defer mu.Unlock()
+		if written != 300 {
+			t.Fatalf("wrote %d of 300", written)
+		}
+		// At most MaxFinishing waiting, plus the attempts already in flight
+		// when dispatch stopped (the per-server limit).
+		if peak > 20+50 {
+			t.Fatalf("%d results waited for the output at once, want ≤ 70 (MaxFinishing 20 + 50 in flight)", peak)
+		}
+		if peak < 20 {
+			t.Fatalf("peak %d: the output never fell behind; the test does not test the bound", peak)
+		}
+	})
+}
