@@ -25,6 +25,11 @@ type progSample struct {
 	progress float64 // cumulative tokens made by one running request
 	done     float64 // attempts ended on the server (cumulative)
 	queued   float64 // requests waiting in the server's queue
+	// For the windowed rates: cumulative tokens generated since the first
+	// sample, the batch and KV cache in use, and whether the interval
+	// ending here began with the server busy.
+	gen, running, kvUsed float64
+	busy                 bool
 }
 
 // maxProgHist bounds a server's history (one sample per throughput tick:
@@ -45,7 +50,8 @@ func (r *srvRate) observeGauges(g *api.Gauges) {
 	r.kvCap = float64(g.MaxTotalTokens)
 	r.kvUsed = g.TokenUsage * float64(g.MaxTotalTokens)
 	if len(r.hist) == 0 {
-		r.hist = append(r.hist, progSample{at: g.At, done: float64(r.doneReq + r.errs), queued: float64(g.Queued)})
+		r.hist = append(r.hist, progSample{at: g.At, done: float64(r.doneReq + r.errs), queued: float64(g.Queued),
+			running: float64(g.Running), kvUsed: g.TokenUsage * float64(g.MaxTotalTokens)})
 	}
 }
 
@@ -75,11 +81,27 @@ func (r *srvRate) observeProgress(g *api.Gauges, prevRunning int, dGen float64) 
 			r.rateSamples++
 		}
 	}
-	r.hist = append(r.hist, progSample{at: g.At, progress: r.progress, done: float64(r.doneReq + r.errs), queued: float64(g.Queued)})
+	gen := dGen
+	if n := len(r.hist); n > 0 {
+		gen += r.hist[n-1].gen
+	}
+	r.hist = append(r.hist, progSample{at: g.At, progress: r.progress, done: float64(r.doneReq + r.errs), queued: float64(g.Queued),
+		gen: gen, running: float64(g.Running), kvUsed: g.TokenUsage * float64(g.MaxTotalTokens), busy: prevRunning > 0 && run >= 0.5})
 	if len(r.hist) > maxProgHist {
 		r.hist = append(r.hist[:0], r.hist[len(r.hist)-maxProgHist/2:]...)
 	}
 }
+
+// etaWindow bounds the window over which the servers' rates are averaged
+// for the ETA (half the job's running time until then).
+const etaWindow = 30 * time.Second
+
+// etaStale is how old a server's last gauges may be for its rates to count.
+const etaStale = 5 * time.Second
+
+// etaFallbackAfter is the running time after which, when the servers
+// export no token counters, the ETA divides by gend's own completed tokens/s.
+const etaFallbackAfter = 10.0
 
 // etaRateWeight is the EWMA weight of a one-second per-request rate: the
 // ETA compares it with the gauges of now, so it must not lag them.
@@ -213,27 +235,108 @@ func (t *throughput) inflightTokens(ages []scheduler.InFlightAge, own, all map[s
 		if a, o := all[name], own[name]; a > 0 && o > 0 && o < a {
 			share = float64(o) / float64(a)
 		}
+		// The gauges were read a sample period ago, and a running request
+		// has made lag more tokens since: the bound holds for the
+		// outputs then. (At a simulator's speed-up one period is a good
+		// part of a request's life; comparing today's outputs with the
+		// last period's cache cut them by a third.)
+		lag := 0.0
+		if len(r.hist) > 0 {
+			lag = math.Max(0, r.progressAt(now)-r.hist[len(r.hist)-1].progress)
+		}
 		sort.Slice(idx, func(x, y int) bool { return out[idx[x]] > out[idx[y]] })
 		n := min(len(idx), int(math.Ceil(float64(r.running)*share)))
 		var sum float64
 		for _, i := range idx[:n] {
-			sum += out[i]
+			sum += math.Max(out[i]-lag, 0)
 		}
 		hi := r.kvUsed * share
 		if sum <= hi || sum <= 0 {
 			continue
 		}
 		for _, i := range idx[:n] {
-			out[i] = math.Max(float64(ages[i].Streamed), out[i]*hi/sum)
+			if then := out[i] - lag; then > 0 {
+				out[i] = math.Max(float64(ages[i].Streamed), then*hi/sum+lag)
+			}
 		}
 	}
 	return out
 }
 
+// rampIntervals is how many intervals at the start of a busy run the
+// windowed rates leave out.
+const rampIntervals = 2
+
+// windowed returns the server's rates averaged over the last window of
+// busy intervals (at most window long, not the first rampIntervals of the
+// busy run): output tokens/s, the mean batch and the mean KV cache tokens
+// in use. ok is false when fewer than two such intervals end the history.
+//
+// A continuous-batching server's throughput swings by ±10–20 % from one
+// second to the next (requests end and are admitted in waves, prefill
+// steals decode time) and the gauges' timestamps jitter against the
+// counters they are read with; the ETA divides by this rate for the rest
+// of the job, so it wants the level, not the latest swing.
+func (r *srvRate) windowed(window time.Duration) (tok, running, kvUsed float64, ok bool) {
+	n := len(r.hist)
+	if n < 3 {
+		return 0, 0, 0, false
+	}
+	end := r.hist[n-1]
+	s := n - 1
+	for s > 0 && r.hist[s].busy && end.at.Sub(r.hist[s-1].at) <= window {
+		s--
+	}
+	// The first intervals of a busy run are the ramp (prefill of a fresh
+	// batch, gend raising its limit): few tokens, no rate to plan with.
+	b := n - 1
+	for b > 0 && r.hist[b].busy {
+		b--
+	}
+	s = max(s, b+rampIntervals)
+	if n-1-s < 2 {
+		return 0, 0, 0, false
+	}
+	dt := end.at.Sub(r.hist[s].at).Seconds()
+	if dt <= 0 {
+		return 0, 0, 0, false
+	}
+	for i := s + 1; i < n; i++ {
+		a, b := r.hist[i-1], r.hist[i]
+		w := b.at.Sub(a.at).Seconds() / dt / 2
+		running += w * (a.running + b.running)
+		kvUsed += w * (a.kvUsed + b.kvUsed)
+	}
+	// The rate is the least-squares slope of the cumulative tokens over
+	// the window's samples, not the difference of its end points: a
+	// sample's timestamp is taken before the counter is read, and on a
+	// loaded host the delay between them varies by tens of milliseconds.
+	var mt, mg float64
+	for i := s; i < n; i++ {
+		mt += r.hist[i].at.Sub(r.hist[s].at).Seconds()
+		mg += r.hist[i].gen
+	}
+	k := float64(n - s)
+	mt, mg = mt/k, mg/k
+	var stg, stt float64
+	for i := s; i < n; i++ {
+		d := r.hist[i].at.Sub(r.hist[s].at).Seconds() - mt
+		stg += d * (r.hist[i].gen - mg)
+		stt += d * d
+	}
+	if stt <= 0 {
+		return 0, 0, 0, false
+	}
+	return stg / stt, running, kvUsed, true
+}
+
 // servers returns the servers' gauges for the estimator (all if only is
 // empty), leaving out servers whose rates are not established yet. A
 // server's running cap is the lower of its own and gend's limit on it.
-func (t *throughput) servers(only []string, limits map[string]int) []eta.Server {
+// Throughput, batch and KV cache use are averages over the last window
+// (windowed); a server without two busy intervals in it, or whose last
+// gauges are older than etaStale, is left out.
+func (t *throughput) servers(only []string, limits map[string]int, window time.Duration, now time.Time) []eta.Server {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	allow := map[string]bool{}
@@ -254,12 +357,24 @@ func (t *throughput) servers(only []string, limits map[string]int) []eta.Server 
 		if r.rateSamples < minRateSamples || r.perReqRate <= 0 || r.running <= 0 {
 			continue
 		}
+		// A server whose gauges stopped (lost, unreachable) no longer
+		// counts: the ETA moves within seconds.
+		if n := len(r.hist); n == 0 || now.Sub(r.hist[n-1].at) > etaStale {
+			continue
+		}
 		maxRun := r.maxRunning
 		if l := limits[n]; l > 0 && (maxRun <= 0 || l < maxRun) {
 			maxRun = l
 		}
-		out = append(out, eta.Server{TokensPerSec: r.perReqRate * float64(r.running), Running: float64(r.running), Queued: float64(r.queued),
-			MaxRunning: float64(maxRun), KVCapacity: r.kvCap, KVUsed: r.kvUsed})
+		// Not before two busy intervals: the first ones after a server
+		// starts may be mostly prefill (a few tokens), and one interval
+		// is one swing of the batch.
+		tok, running, kvUsed, ok := r.windowed(window)
+		if !ok || tok <= 0 || running < 1 {
+			continue
+		}
+		out = append(out, eta.Server{TokensPerSec: tok, Running: running, Queued: float64(r.queued),
+			MaxRunning: float64(maxRun), KVCapacity: r.kvCap, KVUsed: kvUsed})
 	}
 	return out
 }

@@ -66,6 +66,10 @@ func TestInflightTokens(t *testing.T) {
 		// Estimates 100 + 300 but only 200 cache tokens in use.
 		{"KV cache bounds the sum", history(now, 2, steady, zero), 200,
 			[]scheduler.InFlightAge{{Server: "a", Seconds: 10}, {Server: "a", Seconds: 30}}, []float64{50, 150}},
+		// The gauges are 1 s old: the bound holds for the outputs then
+		// (90 + 290, scaled to 200), plus the 10 tokens made since.
+		{"KV cache bounds the sum at the gauges' time", history(now.Add(-time.Second), 2, steady, zero), 200,
+			[]scheduler.InFlightAge{{Server: "a", Seconds: 10}, {Server: "a", Seconds: 30}}, []float64{90*200.0/380 + 10, 290*200.0/380 + 10}},
 		{"unknown server", nil, 0, []scheduler.InFlightAge{{Server: "a", Seconds: 10, Streamed: 7}}, []float64{7}},
 	}
 	for _, tc := range tests {
@@ -106,16 +110,99 @@ func TestThroughputSampleProgress(t *testing.T) {
 	if r.rateSamples != 5 || math.Abs(r.perReqRate-10) > 1e-9 || math.Abs(r.progress-50) > 1e-9 {
 		t.Fatalf("rate samples %d, per-request rate %v, progress %v; want 5, 10, 50", r.rateSamples, r.perReqRate, r.progress)
 	}
-	srv := tp.servers(nil, map[string]int{"a": 6})
-	if len(srv) != 1 {
-		t.Fatalf("servers: %+v", srv)
+	// Too short a window (under two intervals): no server; a 10 s window:
+	// the averages over the five busy seconds.
+	if srv := tp.servers(nil, nil, time.Second, t0.Add(5*time.Second)); len(srv) != 0 {
+		t.Fatalf("1 s window: %+v, want none", srv)
 	}
-	s := srv[0]
-	if s.TokensPerSec != 40 || s.Running != 4 || s.Queued != 2 || s.MaxRunning != 6 || s.KVCapacity != 1000 || s.KVUsed != 500 {
-		t.Fatalf("server %+v", s)
+	for _, window := range []time.Duration{10 * time.Second} {
+		srv := tp.servers(nil, map[string]int{"a": 6}, window, t0.Add(5*time.Second))
+		if len(srv) != 1 {
+			t.Fatalf("servers: %+v", srv)
+		}
+		s := srv[0]
+		if math.Abs(s.TokensPerSec-40) > 1e-9 || math.Abs(s.Running-4) > 1e-9 || s.Queued != 2 || s.MaxRunning != 6 || s.KVCapacity != 1000 || math.Abs(s.KVUsed-500) > 1e-9 {
+			t.Fatalf("window %v: server %+v", window, s)
+		}
 	}
 	if tok, running, _ := tp.fleet(nil); tok <= 0 || running != 4 {
 		t.Fatalf("fleet = %v, %v", tok, running)
+	}
+}
+
+// TestServersWindowed checks that the servers' rates for the ETA are
+// averaged over the window: a throughput alternating between 30 and 50
+// tokens/s per second reads 40 over an even window, not the last swing;
+// the window starts after the server was last idle and its ramp; a sample
+// whose counter was read late moves the rate less than an end point would.
+func TestServersWindowed(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_000_000, 0)
+	var tp throughput
+	gen := 1.0
+	for i := 0; i <= 20; i++ {
+		running := 4
+		if i == 10 {
+			running = 0 // idle: the window must not reach back past here
+		}
+		if i > 0 && i != 11 {
+			if i%2 == 0 {
+				gen += 30
+			} else {
+				gen += 50
+			}
+		}
+		g := &api.Gauges{At: t0.Add(time.Duration(i) * time.Second), Running: running, GenTokensTotal: gen, MaxRunning: 8, MaxTotalTokens: 1000, TokenUsage: 0.5}
+		tp.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 1)
+	}
+	// The short EWMA follows the swings; the window does not.
+	if r := tp.srv["a"]; math.Abs(r.perReqRate*4-40) < 2 {
+		t.Fatalf("EWMA: %v tok/s, want a swing away from 40", r.perReqRate*4)
+	}
+	now := t0.Add(20 * time.Second)
+	if srv := tp.servers(nil, nil, 8*time.Second, now.Add(etaStale+time.Second)); len(srv) != 0 {
+		t.Fatalf("gauges %v old: %+v, want the server left out", etaStale+time.Second, srv)
+	}
+	s := tp.servers(nil, nil, 6*time.Second, now)[0]
+	if math.Abs(s.TokensPerSec-40) > 1e-9 || math.Abs(s.Running-4) > 1e-9 {
+		t.Fatalf("6 s window: %+v, want 40 tok/s over 4 running", s)
+	}
+	// A 60 s window stops where the server was idle (the interval ending
+	// at second 11 began idle) and leaves out the busy run's first two
+	// intervals (the ramp): seconds 13 … 20, cumulative tokens 0, 30, 80,
+	// 110, 160, 190, 240, 270, whose least-squares slope is 1660/42.
+	r := tp.srv["a"]
+	tok, running, _, ok := r.windowed(60 * time.Second)
+	if !ok || math.Abs(tok-1660.0/42) > 1e-9 || math.Abs(running-4) > 1e-9 {
+		t.Fatalf("60 s window: %v tok/s, %v running, ok %v", tok, running, ok)
+	}
+	// One counter read 0.2 s late at the window's end (its timestamp is
+	// early, the tokens of 0.2 s more are in it): the end-point rate would
+	// read 40 + 8/6; the slope reads less.
+	var late throughput
+	for i := 0; i <= 10; i++ {
+		g := &api.Gauges{At: t0.Add(time.Duration(i) * time.Second), Running: 4, GenTokensTotal: float64(1 + 40*i), MaxRunning: 8, MaxTotalTokens: 1000, TokenUsage: 0.5}
+		if i == 10 {
+			g.GenTokensTotal += 8
+		}
+		late.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 1)
+	}
+	// (Over 7 points the slope moves 8 × 3/28 = 0.86, the end points 1.33.)
+	if tok, _, _, ok := late.srv["a"].windowed(6 * time.Second); !ok || math.Abs(tok-(40+8*3.0/28)) > 1e-9 {
+		t.Fatalf("late counter: %v tok/s, want %v (end points: %v)", tok, 40+8*3.0/28, 40+8.0/6)
+	}
+	// Two intervals into a busy run there is no rate yet.
+	var fresh throughput
+	for i := 0; i <= 3; i++ {
+		running := 4
+		if i == 0 {
+			running = 0
+		}
+		g := &api.Gauges{At: t0.Add(time.Duration(i) * time.Second), Running: running, GenTokensTotal: float64(1 + 40*i), MaxRunning: 8, MaxTotalTokens: 1000, TokenUsage: 0.5}
+		fresh.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 1)
+	}
+	if _, _, _, ok := fresh.srv["a"].windowed(time.Minute); ok {
+		t.Fatalf("rates after %d samples of a busy run", len(fresh.srv["a"].hist))
 	}
 }
 

@@ -644,16 +644,30 @@ func (j *job) updateETA() {
 		prompt = float64(st.PromptTokens) / float64(n)
 	}
 	inflight := j.d.tput.inflightTokens(snap.InFlightAges, own, all, now)
-	servers := j.d.tput.servers(j.spec.Servers, limits)
+	// The servers' rates, batch and KV use over the last half of the job's
+	// running time, at most etaWindow, at least four samples (etainput.go,
+	// windowed).
+	window := max(min(time.Duration(el/2*float64(time.Second)), etaWindow), 4*samplePeriod(j.d.opts.ControlPeriod))
+	servers := j.d.tput.servers(j.spec.Servers, limits, window, now)
+	rateWindow := 0.0
 	if len(servers) > 0 {
-		// The servers' rates now (per-request rate × running), which the
-		// KV projection compares with their gauges now.
+		rateWindow = window.Seconds()
+	}
+	if len(servers) == 0 && (j.d.tput.counting(j.spec.Servers) || el < etaFallbackAfter) {
+		// The servers' rates are not established yet: no estimate. Without
+		// token counters, gend's own completions (the fallback above) only
+		// after the first seconds: a fresh server's counter reads 0, as if
+		// absent, until it has generated, and the first completions (the
+		// shortest outputs, in a burst) are no rate to plan with.
+		fleetTok, running = 0, 0
+	}
+	if len(servers) > 0 {
 		var tok, run float64
 		for _, sv := range servers {
 			tok += sv.TokensPerSec
 			run += sv.Running
 		}
-		running = int(run)
+		running = int(math.Round(run))
 		if all := j.d.sched.InFlight(); all > 0 && snap.InFlight < all {
 			tok *= float64(snap.InFlight) / float64(all)
 		}
@@ -667,11 +681,16 @@ func (j *job) updateETA() {
 	if running > 0 {
 		pr = fleetTok / float64(running)
 	}
-	j.fleetTok = fleetTok
 	j.etaRes = j.est.Estimate(eta.State{Elapsed: el, NotStarted: notStarted, InFlight: inflight, TokensPerSec: fleetTok,
-		Concurrency: float64(running), PerRequestTokPerSec: pr, Servers: servers, PromptTokens: prompt})
+		Concurrency: float64(running), PerRequestTokPerSec: pr, Servers: servers, PromptTokens: prompt, RateWindow: rateWindow})
 	if math.IsNaN(j.etaRes.Seconds) || math.IsInf(j.etaRes.Seconds, 0) {
 		j.etaRes.OK = false
+	}
+	// Report the throughput the ETA divides by (the projected main phase's
+	// when it projects one), else the fleet's measured rate.
+	j.fleetTok = fleetTok
+	if j.etaRes.OK && j.etaRes.MainTokensPerSec > 0 {
+		j.fleetTok = j.etaRes.MainTokensPerSec
 	}
 }
 

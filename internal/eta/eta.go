@@ -34,6 +34,9 @@ type State struct {
 	Servers []Server
 	// PromptTokens is the job's mean prompt length in tokens (0 = unknown).
 	PromptTokens float64
+	// RateWindow is how many seconds of running time TokensPerSec and the
+	// servers' rates are averaged over (0 = they are the latest values).
+	RateWindow float64
 }
 
 // Server is one server's gauges.
@@ -55,7 +58,10 @@ type Result struct {
 	// DrainSeconds is the part of Seconds spent after the queue empties,
 	// when fewer requests remain than the fleet runs at once.
 	DrainSeconds float64
-	OK           bool // false until there is enough signal (then Seconds etc. are 0)
+	// MainTokensPerSec is the fleet throughput the main phase (until the
+	// queue empties) is projected at; 0 once the queue is empty.
+	MainTokensPerSec float64
+	OK               bool // false until there is enough signal (then Seconds etc. are 0)
 }
 
 const (
@@ -200,8 +206,13 @@ func (e *Estimator) Estimate(s State) Result {
 		// smoothed throughput still remembers the ramp.
 		settled := saturated && s.Elapsed-e.saturatedSince >= settleSeconds
 		if settled {
-			e.observeThroughput(s)
 			e.ctx.observe(ctxNow, 1/v)
+		}
+		// How far the measured rate moves from one call to the next is
+		// the uncertainty of the level the main phase will run at; from
+		// the start, so the first estimates' intervals say so too.
+		if s.NotStarted > 0 {
+			e.observeThroughput(s)
 		}
 		// The speed law is learnt from a full fleet and from the drain,
 		// never from the ramp at the start.
@@ -240,7 +251,7 @@ func (e *Estimator) Estimate(s State) Result {
 	kvFactor := 1.0
 	fullT, runT, vT := math.Max(e.speed.full, full), running, v
 	if s.NotStarted > 0 {
-		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean); p.ok {
+		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean).faded(e.youngShare((s.Elapsed - s.RateWindow) * v)); p.ok {
 			runT = running * p.batch
 			fullT = runT
 			vT = v * p.tput / p.batch
@@ -303,7 +314,7 @@ func (e *Estimator) Estimate(s State) Result {
 		wh := e.work(fh, s.NotStarted)
 		fullH, runH, vH, ctxH := math.Max(e.speed.full, full), running, v, 1.0
 		if s.NotStarted > 0 {
-			if p := e.projectKV(s.Servers, s.PromptTokens+wh.eqMean); p.ok {
+			if p := e.projectKV(s.Servers, s.PromptTokens+wh.eqMean).faded(e.youngShare((s.Elapsed - s.RateWindow) * v)); p.ok {
 				runH = running * p.batch
 				fullH = runH
 				vH = v * p.tput / p.batch
@@ -319,6 +330,9 @@ func (e *Estimator) Estimate(s State) Result {
 
 	res.Seconds = t.main + t.drain
 	res.DrainSeconds = t.drain
+	if s.NotStarted > 0 {
+		res.MainTokensPerSec = runT * vT / ctxFactor
+	}
 	res.LowSeconds = math.Min(lo, res.Seconds)
 	res.HighSeconds = math.Max(hi, res.Seconds)
 	res.OK = true

@@ -108,3 +108,34 @@ func (e *Estimator) projectKV(servers []Server, ctx float64) kvProjection {
 	}
 	return p
 }
+
+// faded weakens the projection to weight w in [0, 1] (in log terms: the
+// ratios are raised to the power w).
+func (p kvProjection) faded(w float64) kvProjection {
+	if !p.ok || w >= 1 {
+		return p
+	}
+	w = math.Max(w, 0)
+	p.tput = math.Pow(p.tput, w)
+	p.batch = math.Pow(p.batch, w)
+	return p
+}
+
+// youngShare is how much of the steady state's KV context a fleet that has
+// run for x tokens of per-request progress lacks: in steady state a running
+// request's age has density S(a)/E[L], so the context by age is a·S(a) and
+// a fleet x tokens old has none of the part above x,
+// ∫_x^max a S(a) da / ∫_0^max a S(a) da = (x·area(x) + area2(x)) / area2(0).
+//
+// The KV projection corrects rates measured on a young fleet; once the
+// rates' window begins on a fleet old enough to hold the whole
+// distribution of ages, the measured rates are the steady state's and the
+// projection, a model, would only add its own bias (+5 % on gensim). It is
+// weighed by this share (uses the current curve: call after work).
+func (e *Estimator) youngShare(x float64) float64 {
+	tot := e.area2At(0)
+	if !(tot > 0) || !(x > 0) {
+		return 1
+	}
+	return math.Min(math.Max((x*e.areaAt(x)+e.area2At(x))/tot, 0), 1)
+}

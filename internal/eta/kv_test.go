@@ -93,7 +93,9 @@ func TestEstimateKVProjection(t *testing.T) {
 		for i := range inflight {
 			inflight[i] = 250 // young: mean context 250 now
 		}
-		s := State{Elapsed: 100, NotStarted: 10000, InFlight: inflight, TokensPerSec: 1000, Concurrency: 100, PerRequestTokPerSec: 10}
+		// 25 s at 10 tok/s: the running requests are young (the
+		// equilibrium mean age, ~1,000 tokens, takes ~100 s).
+		s := State{Elapsed: 25, NotStarted: 10000, InFlight: inflight, TokensPerSec: 1000, Concurrency: 100, PerRequestTokPerSec: 10}
 		if withServers {
 			// 100 running × 250 tokens fill 90 % of a 27,778-token cache.
 			s.Servers = []Server{{TokensPerSec: 1000, Running: 100, Queued: 10, KVCapacity: 25000 / 0.9, KVUsed: 25000}}
@@ -110,5 +112,41 @@ func TestEstimateKVProjection(t *testing.T) {
 	}
 	if !(kv.LowSeconds <= kv.Seconds && kv.Seconds <= kv.HighSeconds) {
 		t.Fatalf("interval [%v, %v] does not hold %v", kv.LowSeconds, kv.HighSeconds, kv.Seconds)
+	}
+}
+
+func TestKVProjectionFades(t *testing.T) {
+	p := kvProjection{tput: 0.5, batch: 0.25, ok: true}
+	if q := p.faded(1); q != p {
+		t.Fatalf("weight 1: %+v, want the projection unchanged", q)
+	}
+	q := p.faded(0.5)
+	if math.Abs(q.tput-math.Sqrt(0.5)) > 1e-12 || math.Abs(q.batch-0.5) > 1e-12 || !q.ok {
+		t.Fatalf("weight ½: %+v", q)
+	}
+	if q := p.faded(0); q.tput != 1 || q.batch != 1 {
+		t.Fatalf("weight 0: %+v, want no projection", q)
+	}
+
+	// Every output 2,000 tokens: a fleet x tokens old lacks
+	// (x(2000 − x) + (2000 − x)²/2) / (2000²/2) of the steady context.
+	e := New(Options{MaxTokens: 8192})
+	for i := 0; i < 200; i++ {
+		e.Completed(2000, false)
+	}
+	e.binInFlight(nil)
+	e.work(lognormal{mu: math.Log(2000), sigma: 0.1, ok: true}, 0)
+	for _, x := range []float64{0, 500, 1000, 1900, 3000} {
+		want := 0.0
+		if x < 2000 {
+			want = (x*(2000-x) + (2000-x)*(2000-x)/2) / (2000 * 2000 / 2)
+		}
+		if x == 0 {
+			want = 1
+		}
+		// The curve is binned (~5 % bins): compare loosely.
+		if got := e.youngShare(x); math.Abs(got-want) > 0.06 {
+			t.Errorf("youngShare(%v) = %.3f, want %.3f", x, got, want)
+		}
 	}
 }
