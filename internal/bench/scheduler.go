@@ -39,7 +39,7 @@ func DefaultSchedulerOptions() SchedulerOptions {
 	return SchedulerOptions{
 		Scenarios: ScenarioNames(), Static: []int{8, 16, 32, 64, 128, 256, 512, 1024},
 		Prompts: 4000, MeanOut: 2500, MaxTokens: 16384, Speedup: 50, Period: 250 * time.Millisecond,
-		Seed: 1, Stagger: 0.5, OldPerServer: 32, Parallel: 6, StopFactor: 1.6, RampSpeedup: 5, RampSeconds: 40,
+		Seed: 1, Stagger: 0.5, OldPerServer: 32, Parallel: 3, StopFactor: 1.6, RampSpeedup: 5, RampSeconds: 40,
 	}
 }
 
