@@ -170,7 +170,15 @@ func (c *Client) Gauges(ctx context.Context, base string) (api.Gauges, error) {
 	if lerr != nil && st == 0 {
 		return g, fmt.Errorf("gauges %s: %w", base, lerr)
 	}
+	// The counters (generated tokens, retractions) are read from /metrics:
+	// date the sample at the middle of that scrape, not before both
+	// requests, so rates computed from successive samples are not skewed
+	// by a slow /v1/loads answer.
+	t0 := time.Now()
 	sm, serr := c.scrape(ctx, base)
+	if serr == nil {
+		g.At = t0.Add(time.Since(t0) / 2)
+	}
 	if lerr == nil && len(loads.Loads) > 0 {
 		g.Source = "sglang-loads"
 		for _, l := range loads.Loads {
