@@ -373,7 +373,7 @@ func (t *throughput) servers(only []string, limits map[string]int, window time.D
 		if !ok || tok <= 0 || running < 1 {
 			continue
 		}
-		out = append(out, eta.Server{TokensPerSec: tok, Running: running, Queued: float64(r.queued),
+		out = append(out, eta.Server{Name: n, TokensPerSec: tok, Running: running, Queued: float64(r.queued),
 			MaxRunning: float64(maxRun), KVCapacity: r.kvCap, KVUsed: kvUsed})
 	}
 	return out

@@ -167,6 +167,10 @@ func TestServersWindowed(t *testing.T) {
 	if math.Abs(s.TokensPerSec-40) > 1e-9 || math.Abs(s.Running-4) > 1e-9 {
 		t.Fatalf("6 s window: %+v, want 40 tok/s over 4 running", s)
 	}
+	// The estimator learns each server's step-time law by name.
+	if s.Name != "a" {
+		t.Fatalf("server name %q, want %q", s.Name, "a")
+	}
 	// A 60 s window stops where the server was idle (the interval ending
 	// at second 11 began idle) and leaves out the busy run's first two
 	// intervals (the ramp): seconds 13 … 20, cumulative tokens 0, 30, 80,

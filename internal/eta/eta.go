@@ -41,6 +41,9 @@ type State struct {
 
 // Server is one server's gauges.
 type Server struct {
+	// Name identifies the server across calls (its step-time law is
+	// learnt per server); "" = not identified.
+	Name         string
 	TokensPerSec float64 // the server's output tokens/s (all its requests)
 	Running      float64 // requests decoding now
 	Queued       float64 // requests waiting in the server's own queue
@@ -86,8 +89,19 @@ const (
 	// interval from above (lognormal output lengths of reasoning models
 	// have σ ≈ 0.5 … 1.5).
 	heavySigma = 1.5
-	// speedTau is the time constant (s) of the throughput-variability EWMA.
-	speedTau = 120.0
+	// speedTau is the longest time constant (s) of the throughput-
+	// variability EWMA; speedLifetimes request lifetimes when shorter: a
+	// level change older than that is in the windowed rate already, and a
+	// longer memory (at a simulator's speed-up 120 s is the whole job) keeps
+	// the young fleet's transient, which the KV projection handles, in the
+	// interval to the end.
+	speedTau       = 120.0
+	speedLifetimes = 4.0
+	// minSpeedSD is the least relative sd given to the main phase's
+	// throughput: the level the rest of the job runs at moves by a few
+	// per cent over the job (gensim: −2.5 % from its first to its second
+	// quarter) in ways no gauge foretells.
+	minSpeedSD = 0.05
 )
 
 // Estimator estimates a job's remaining time. Create it with New; it is not
@@ -124,6 +138,9 @@ type Estimator struct {
 	mainT, mainAt, mainCap, mainVar float64
 	mainN                           int // servers then
 	groups                          []drainGroup
+	// Per server, the fitted decode step-time law (kv.go).
+	steps    map[string]*stepFit
+	lifetime float64 // mean request lifetime (s) at the last estimate
 }
 
 // New returns an Estimator for one job.
@@ -195,6 +212,7 @@ func (e *Estimator) Estimate(s State) Result {
 	}
 	ctxNow := meanOf(s.InFlight)
 	e.observeKV(s)
+	e.observeSteps(s.Servers)
 	if running >= 1 && v > 0 {
 		saturated := s.NotStarted > 0 && running >= 0.9*full
 		if !saturated {
@@ -260,13 +278,16 @@ func (e *Estimator) Estimate(s State) Result {
 			ctxFactor = e.ctx.factor(ctxNow, w.eqMean)
 		}
 	}
+	if v > 0 && w.mean > 0 {
+		e.lifetime = w.mean / v
+	}
 	if s.NotStarted > 0 && w.mean > 0 {
 		vT *= e.smoothMain(s, runT*vT, w.mean/vT)
 	} else {
 		e.mainT = 0
 	}
 	kappa, kSlow, kFast := e.speed.kappas(e.opts.SoloSpeedup, fullT)
-	kvd := kvDrainFor(s.Servers, s.PromptTokens)
+	kvd := kvDrainFor(s.Servers, s.PromptTokens, e.fleetKVShare(s.Servers))
 	ts := e.timeline(w, s.NotStarted, fullT, runT, vT, ctxFactor, [3]float64{kappa, kFast, kSlow}, kvd)
 	t, tFast, tSlow := ts[0], ts[1], ts[2]
 
@@ -286,7 +307,7 @@ func (e *Estimator) Estimate(s State) Result {
 	}
 	// Throughput variability: over minutes (lnTVar) and within a request
 	// lifetime (how far the level now may sit from the main phase's).
-	sdT := math.Sqrt(math.Max(e.lnTVar, e.mainVar))
+	sdT := math.Max(math.Sqrt(math.Max(e.lnTVar, e.mainVar)), minSpeedSD)
 	sdC := math.Abs(math.Log(ctxFactor))/2 + math.Abs(math.Log(kvFactor))/4
 	sd := math.Sqrt(sdW*sdW + sdT*sdT + sdC*sdC + 0.03*0.03)
 
@@ -373,7 +394,11 @@ func (e *Estimator) observeThroughput(s State) {
 		return
 	}
 	e.lastElapsed = s.Elapsed
-	a := 1 - math.Exp(-dt/speedTau)
+	tau := speedTau
+	if e.lifetime > 0 {
+		tau = math.Min(tau, speedLifetimes*e.lifetime)
+	}
+	a := 1 - math.Exp(-dt/tau)
 	d := x - e.lnTMean
 	e.lnTMean += a * d
 	e.lnTVar = (1 - a) * (e.lnTVar + a*d*d)

@@ -89,9 +89,16 @@ func (e *Estimator) projectKV(servers []Server, ctx float64) kvProjection {
 			b = math.Min(b, sv.MaxRunning)
 		}
 		b = math.Max(b, 1)
-		// Step time now ÷ in steady state, from the KV tokens read.
-		step := func(kv float64) float64 { return 1 - kvReadShare + kvReadShare*math.Min(kv/full, 1.5) }
-		rho := step(sv.KVUsed) / step(b*ctx)
+		// Step time now ÷ in steady state, from the KV tokens read (and
+		// the batch): the server's fitted step law when it is
+		// identified, else the prior.
+		var rho float64
+		if law := e.stepLaw(sv); law.ok() {
+			rho = law.step(sv.KVUsed, sv.Running) / law.step(math.Min(b*ctx, 1.5*full), b)
+		} else {
+			step := func(kv float64) float64 { return 1 - kvReadShare + kvReadShare*math.Min(kv/full, 1.5) }
+			rho = step(sv.KVUsed) / step(b*ctx)
+		}
 		v := sv.TokensPerSec / sv.Running
 		tNow += sv.TokensPerSec
 		tSS += b * v * rho
@@ -138,4 +145,151 @@ func (e *Estimator) youngShare(x float64) float64 {
 		return 1
 	}
 	return math.Min(math.Max((x*e.areaAt(x)+e.area2At(x))/tot, 0), 1)
+}
+
+// Step-time law. A decode step reads the weights once and every running
+// request's KV cache, so its time is about a + b·Σctx (roofline: weights
+// and per-step overhead in a, KV bandwidth in b). Each server's gauges
+// give, per window, its batch, tokens/s and KV tokens in use, so
+// step = batch ÷ tokens/s and Σctx = KV in use; a and b are fitted by
+// least squares over the windows seen (O(1) memory per server). The fit
+// is used once it is identified: the cache use has spanned a fifth of the
+// cache and the relation is clear and positive. Until then (and where it
+// is not, e.g. prefill at the start of a job makes the emptiest windows the
+// slowest) the prior kvReadShare holds.
+
+// stepFit accumulates one server's (KV in use, batch, step time) points.
+type stepFit struct {
+	n, sk, sb, ss, skk, sbb, skb, sks, sbs, sss float64
+	lo, hi                                      float64 // range of KV in use
+}
+
+func (f *stepFit) observe(kv, batch, step float64) {
+	if f.n == 0 {
+		f.lo, f.hi = kv, kv
+	}
+	f.n++
+	f.sk += kv
+	f.sb += batch
+	f.ss += step
+	f.skk += kv * kv
+	f.sbb += batch * batch
+	f.skb += kv * batch
+	f.sks += kv * step
+	f.sbs += batch * step
+	f.sss += step * step
+	f.lo, f.hi = math.Min(f.lo, kv), math.Max(f.hi, kv)
+}
+
+// stepLawFit is a fitted step time a + b·kv + c·batch (b = 0: not
+// identified).
+type stepLawFit struct{ a, b, c float64 }
+
+func (l stepLawFit) ok() bool { return l.b > 0 }
+
+func (l stepLawFit) step(kv, batch float64) float64 { return l.a + l.b*kv + l.c*batch }
+
+// law returns the fitted law, zero unless identified on a cache of size
+// capacity. The batch term (per-sequence work) is kept only when the data
+// separate it from the KV term and it comes out positive.
+func (f *stepFit) law(capacity float64) stepLawFit {
+	if f.n < stepFitMin || f.hi-f.lo < 0.2*capacity {
+		return stepLawFit{}
+	}
+	n := f.n
+	mk, mb, ms := f.sk/n, f.sb/n, f.ss/n
+	vk := f.skk/n - mk*mk
+	vb := f.sbb/n - mb*mb
+	vs := f.sss/n - ms*ms
+	ckb := f.skb/n - mk*mb
+	cks := f.sks/n - mk*ms
+	cbs := f.sbs/n - mb*ms
+	if vk <= 0 || vs <= 0 {
+		return stepLawFit{}
+	}
+	var b, c float64
+	if det := vk*vb - ckb*ckb; vb > 0 && det > 0.05*vk*vb {
+		b = (cks*vb - cbs*ckb) / det
+		c = (cbs*vk - cks*ckb) / det
+	}
+	if !(c > 0) {
+		b, c = cks/vk, 0
+	}
+	// r² of the fit.
+	if b <= 0 || (b*cks+c*cbs) < stepFitR2*vs {
+		return stepLawFit{}
+	}
+	a := ms - b*mk - c*mb
+	if a <= 0 {
+		return stepLawFit{}
+	}
+	return stepLawFit{a: a, b: b, c: c}
+}
+
+// kvShare is the share of a step with full KV tokens in use (at the batch
+// given) spent reading KV: b·full ÷ step, the prior when not identified.
+func (l stepLawFit) kvShare(full, batch float64) float64 {
+	if !l.ok() || !(full > 0) {
+		return kvReadShare
+	}
+	return math.Min(math.Max(l.b*full/l.step(full, batch), 0.05), 0.95)
+}
+
+const (
+	// stepFitMin windows before a server's step law is used.
+	stepFitMin = 8
+	// stepFitR2 is the least r² of step time on KV in use.
+	stepFitR2 = 0.5
+	// maxStepFits bounds the servers tracked.
+	maxStepFits = 4096
+)
+
+// observeSteps adds the servers' windows to their step-law fits.
+func (e *Estimator) observeSteps(servers []Server) {
+	for _, sv := range servers {
+		if sv.Name == "" || sv.TokensPerSec <= 0 || sv.Running < 1 || sv.KVCapacity <= 0 || sv.KVUsed <= 0 {
+			continue
+		}
+		f := e.steps[sv.Name]
+		if f == nil {
+			if len(e.steps) >= maxStepFits {
+				continue
+			}
+			if e.steps == nil {
+				e.steps = map[string]*stepFit{}
+			}
+			f = &stepFit{}
+			e.steps[sv.Name] = f
+		}
+		f.observe(sv.KVUsed, sv.Running, sv.Running/sv.TokensPerSec)
+	}
+}
+
+// stepLaw is the server's fitted step law (zero: use the prior).
+func (e *Estimator) stepLaw(sv Server) stepLawFit {
+	if f := e.steps[sv.Name]; f != nil && sv.Name != "" {
+		return f.law(sv.KVCapacity)
+	}
+	return stepLawFit{}
+}
+
+// fleetKVShare is the servers' KV share of a step at their steady-state
+// cache use, weighted by cache size (the prior where not identified).
+func (e *Estimator) fleetKVShare(servers []Server) float64 {
+	use := e.kvUse
+	if use == 0 {
+		use = kvUsePrior
+	}
+	var w, sum float64
+	for _, sv := range servers {
+		if sv.KVCapacity <= 0 {
+			continue
+		}
+		w += sv.KVCapacity
+		sum += sv.KVCapacity * e.stepLaw(sv).kvShare(use*sv.KVCapacity, sv.Running)
+	}
+	if w <= 0 {
+		return kvReadShare
+	}
+	return sum / w
 }

@@ -150,3 +150,73 @@ func TestKVProjectionFades(t *testing.T) {
 		}
 	}
 }
+
+// TestStepLawFit checks the per-server fit of step time on KV in use: it
+// recovers a known law from windows that span the cache, and falls back on
+// the prior when the cache use has not moved or the relation is not clear.
+func TestStepLawFit(t *testing.T) {
+	t.Parallel()
+	const capacity = 100000.0
+	// step = 40 ms + 1 µs per KV token: a full (90 %) cache is 90 ms of KV.
+	law := func(kv float64) float64 { return 0.040 + 1e-6*kv }
+	srv := func(kv, step float64) Server {
+		running := 64.0
+		return Server{Name: "a", Running: running, TokensPerSec: running / step, KVCapacity: capacity, KVUsed: kv}
+	}
+	tests := []struct {
+		name  string
+		kvs   []float64
+		step  func(i int, kv float64) float64
+		share float64 // want kvShare at 90 %
+	}{
+		{"spans the cache", []float64{10e3, 20e3, 30e3, 40e3, 50e3, 60e3, 70e3, 80e3, 90e3, 90e3},
+			func(_ int, kv float64) float64 { return law(kv) }, 0.090 / 0.130},
+		{"cache always full", []float64{88e3, 89e3, 90e3, 91e3, 90e3, 89e3, 90e3, 91e3, 90e3, 90e3},
+			func(_ int, kv float64) float64 { return law(kv) }, kvReadShare},
+		// Prefill at the start: the emptiest windows are the slowest.
+		{"slope negative", []float64{10e3, 20e3, 30e3, 40e3, 50e3, 60e3, 70e3, 80e3, 90e3, 90e3},
+			func(_ int, kv float64) float64 { return 0.2 - 1e-6*kv }, kvReadShare},
+		{"too few windows", []float64{10e3, 50e3, 90e3},
+			func(_ int, kv float64) float64 { return law(kv) }, kvReadShare},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := New(Options{})
+			for i, kv := range tc.kvs {
+				e.observeSteps([]Server{srv(kv, tc.step(i, kv))})
+			}
+			got := e.stepLaw(Server{Name: "a", KVCapacity: capacity}).kvShare(0.9*capacity, 64)
+			if math.Abs(got-tc.share) > 1e-6 {
+				t.Fatalf("kvShare = %.4f, want %.4f", got, tc.share)
+			}
+			if other := e.stepLaw(Server{Name: "b", KVCapacity: capacity}).kvShare(0.9*capacity, 64); other != kvReadShare {
+				t.Fatalf("unseen server: kvShare = %.4f, want the prior", other)
+			}
+		})
+	}
+}
+
+// TestStepLawBatchTerm checks that per-sequence work (a step cost that
+// grows with the batch) is separated from the KV term when the batch and
+// the KV in use vary independently, so the projection's step ratio
+// follows both.
+func TestStepLawBatchTerm(t *testing.T) {
+	t.Parallel()
+	const capacity = 100000.0
+	law := stepLawFit{a: 0.02, b: 5e-7, c: 2e-4}
+	e := New(Options{})
+	for i := 0; i < 40; i++ {
+		kv := 10000 + float64(i%8)*10000
+		batch := 40 + float64((i*3)%7)*20
+		e.observeSteps([]Server{{Name: "a", Running: batch, TokensPerSec: batch / law.step(kv, batch), KVCapacity: capacity, KVUsed: kv}})
+	}
+	got := e.stepLaw(Server{Name: "a", KVCapacity: capacity})
+	if math.Abs(got.a-law.a) > 1e-9 || math.Abs(got.b-law.b) > 1e-12 || math.Abs(got.c-law.c) > 1e-9 {
+		t.Fatalf("fit %+v, want %+v", got, law)
+	}
+	// KV share of a step with 90k KV tokens at batch 100: 0.045/0.085.
+	if s := got.kvShare(90000, 100); math.Abs(s-0.045/0.085) > 1e-6 {
+		t.Fatalf("kvShare %.4f, want %.4f", s, 0.045/0.085)
+	}
+}

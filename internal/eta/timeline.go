@@ -203,8 +203,9 @@ type kvDrain struct {
 }
 
 // kvDrainFor returns the KV description of the servers, ok false unless
-// every server reports its cache.
-func kvDrainFor(servers []Server, prompt float64) kvDrain {
+// every server reports its cache; share is the KV share of a full cache's
+// step (the fitted step law's, or the prior).
+func kvDrainFor(servers []Server, prompt, share float64) kvDrain {
 	var cache float64
 	for _, sv := range servers {
 		if sv.KVCapacity <= 0 {
@@ -216,7 +217,7 @@ func kvDrainFor(servers []Server, prompt float64) kvDrain {
 		return kvDrain{}
 	}
 	return kvDrain{ok: true, prompt: prompt, cache: cache,
-		rho: [3]float64{kvReadShare, kvReadShare * 1.5, kvReadShare * 0.5}}
+		rho: [3]float64{share, math.Min(share*1.5, 0.95), share * 0.5}}
 }
 
 // drainGroup is in-flight requests of one bin: count, position after τ₁,
