@@ -62,7 +62,7 @@ func (m *metrics) decision(server, reason string) {
 type collector struct{ d *Daemon }
 
 var (
-	descLimit       = prometheus.NewDesc("gend_server_limit", "Concurrency limit the scheduler sets for the server (requests).", []string{"server"}, nil)
+	descLimit       = prometheus.NewDesc("gend_server_limit", "Concurrency limit in force on the server (requests): the control law's, or a job's static or per_server_max cap when it binds.", []string{"server"}, nil)
 	descInFlight    = prometheus.NewDesc("gend_server_in_flight", "Requests gend has in flight on the server.", []string{"server"}, nil)
 	descQueueTarget = prometheus.NewDesc("gend_server_queue_target", "Queue length the control law keeps on the server (requests).", []string{"server"}, nil)
 	descUp          = prometheus.NewDesc("gend_server_up", "1 when the server is healthy and receives work, else 0.", []string{"server"}, nil)

@@ -479,3 +479,23 @@ func TestSlowOutputBoundsFinishing(t *testing.T) {
 		}
 	})
 }
+
+// The fleet view shows the limit in force: a static job pins it, whatever
+// the law would allow.
+func TestServersShowEffectiveLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeFleet(40, "a")
+		f.dur["a"] = time.Hour
+		s, _, _, _, cancel := harness(t, f, []string{"a"}, 10, api.SchedulerSpec{Mode: api.ModeStatic, PerServer: 2})
+		defer cancel()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		sv := s.Servers()[0]
+		if sv.Limit != 2 || sv.InFlight != 2 {
+			t.Fatalf("server a: limit %d, in flight %d; want 2 and 2 (static 2)", sv.Limit, sv.InFlight)
+		}
+		cancel()
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+	})
+}

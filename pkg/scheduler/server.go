@@ -367,7 +367,7 @@ func (s *Scheduler) Servers() []api.Server {
 	out := make([]api.Server, 0, len(s.order))
 	for _, name := range s.order {
 		sv := s.servers[name]
-		as := api.Server{ServerSpec: sv.spec, State: sv.state, Limit: sv.law.Limit, InFlight: sv.inflight,
+		as := api.Server{ServerSpec: sv.spec, State: sv.state, Limit: s.effectiveLimitLocked(sv), InFlight: sv.inflight,
 			QueueTarget: sv.law.QueueTarget, LastReason: sv.reason, Capacity: sv.cap.MaxRunning,
 			Completed: sv.stats.Completed, Errors: sv.stats.Errors, ContextLength: sv.cap.ContextLength, TimeScale: sv.cap.TimeScale}
 		if sv.hasG {
@@ -377,6 +377,23 @@ func (s *Scheduler) Servers() []api.Server {
 		out = append(out, as)
 	}
 	return out
+}
+
+// effectiveLimitLocked is the most gend may have in flight on sv now: the
+// largest cap of the jobs that may use it (a static job pins it; resize
+// bounds bound it), or the law's limit when no job runs.
+func (s *Scheduler) effectiveLimitLocked(sv *server) int {
+	lim := -1
+	for _, j := range s.jobs {
+		if j.cancelled || j.drained || !j.allowed(sv.spec.Name) {
+			continue
+		}
+		lim = max(lim, j.capLocked(sv, false))
+	}
+	if lim < 0 {
+		return sv.law.Limit
+	}
+	return lim
 }
 
 // ServerStats returns cumulative counters per server.
