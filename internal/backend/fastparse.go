@@ -3,6 +3,8 @@ package backend
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/gend-dev/gend/internal/jsonlex"
 )
 
 // summary is what parseBody needs from a 200 response body.
@@ -75,19 +77,8 @@ func (s *scanner) ws() {
 // value. Keys that fold to one of names without being exactly one of them,
 // repeated names, and keys with escapes or non-ASCII bytes make it fail.
 func (s *scanner) object(field func(key []byte) bool, names ...string) bool {
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return false
-	}
-	s.depth++
-	if s.depth > maxScanDepth {
-		return false
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return true
+	if empty, ok := s.open('{', '}'); empty || !ok {
+		return ok
 	}
 	var seen uint32
 	for {
@@ -136,21 +127,31 @@ func (s *scanner) object(field func(key []byte) bool, names ...string) bool {
 	}
 }
 
-// array parses an array, calling elem with s positioned at each element.
-func (s *scanner) array(elem func(i int) bool) bool {
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return false
+// open enters a container starting with left: ok false on anything else or
+// past maxScanDepth; empty when right follows at once (consumed, depth
+// restored).
+func (s *scanner) open(left, right byte) (empty, ok bool) {
+	if s.i >= len(s.b) || s.b[s.i] != left {
+		return false, false
 	}
 	s.depth++
 	if s.depth > maxScanDepth {
-		return false
+		return false, false
 	}
 	s.i++
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
+	if s.i < len(s.b) && s.b[s.i] == right {
 		s.i++
 		s.depth--
-		return true
+		return true, true
+	}
+	return false, true
+}
+
+// array parses an array, calling elem with s positioned at each element.
+func (s *scanner) array(elem func(i int) bool) bool {
+	if empty, ok := s.open('[', ']'); empty || !ok {
+		return ok
 	}
 	for n := 0; ; n++ {
 		if !elem(n) {
@@ -211,98 +212,21 @@ func (s *scanner) lit(w string) bool {
 // str parses a string; [start, end) is its raw content; plain says it has
 // no escapes and only ASCII, so the raw content is its value.
 func (s *scanner) str() (start, end int, plain, ok bool) {
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	e, plain, ok := jsonlex.String(s.b, s.i)
+	if !ok {
 		return 0, 0, false, false
 	}
-	s.i++
-	start, plain = s.i, true
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			end = s.i
-			s.i++
-			return start, end, plain, true
-		case c < 0x20:
-			return 0, 0, false, false
-		case c == '\\':
-			plain = false
-			s.i++
-			if s.i >= len(s.b) {
-				return 0, 0, false, false
-			}
-			switch s.b[s.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i++
-			case 'u':
-				if len(s.b)-s.i < 5 {
-					return 0, 0, false, false
-				}
-				for _, h := range s.b[s.i+1 : s.i+5] {
-					if !isHex(h) {
-						return 0, 0, false, false
-					}
-				}
-				s.i += 5
-			default:
-				return 0, 0, false, false
-			}
-		default:
-			if c >= 0x80 {
-				plain = false
-			}
-			s.i++
-		}
-	}
-	return 0, 0, false, false
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+	start, s.i = s.i+1, e
+	return start, e - 1, plain, true
 }
 
 // number parses a number; integer says it is -?digits only.
 func (s *scanner) number() (integer, ok bool) {
-	b, i := s.b, s.i
-	if i < len(b) && b[i] == '-' {
-		i++
+	e, integer, ok := jsonlex.Number(s.b, s.i)
+	if ok {
+		s.i = e
 	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		return false, false
-	}
-	integer = true
-	if i < len(b) && b[i] == '.' {
-		integer = false
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return false, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		integer = false
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return false, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	s.i = i
-	return integer, true
+	return integer, ok
 }
 
 // plainString parses a string with a plain value, or null.

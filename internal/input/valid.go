@@ -1,5 +1,7 @@
 package input
 
+import "github.com/gend-dev/gend/internal/jsonlex"
+
 // maxDepth matches encoding/json's nesting limit.
 const maxDepth = 10000
 
@@ -48,7 +50,7 @@ func (v *validator) valid(b []byte) bool {
 				continue
 			case '"':
 				var ok bool
-				if i, ok = str(b, i); !ok {
+				if i, _, ok = jsonlex.String(b, i); !ok {
 					return false
 				}
 			case 't':
@@ -68,7 +70,7 @@ func (v *validator) valid(b []byte) bool {
 				i += 4
 			default:
 				var ok bool
-				if i, ok = number(b, i); !ok {
+				if i, _, ok = jsonlex.Number(b, i); !ok {
 					return false
 				}
 			}
@@ -110,7 +112,7 @@ func key(b []byte, i int) (int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return i, false
 	}
-	i, ok := str(b, i)
+	i, _, ok := jsonlex.String(b, i)
 	if !ok {
 		return i, false
 	}
@@ -119,81 +121,4 @@ func key(b []byte, i int) (int, bool) {
 		return i, false
 	}
 	return skipSpace(b, i+1), true
-}
-
-// str checks the string at b[i]=='"' and returns the index after it.
-func str(b []byte, i int) (int, bool) {
-	i++
-	for i < len(b) {
-		c := b[i]
-		switch {
-		case c == '"':
-			return i + 1, true
-		case c == '\\':
-			if i+1 >= len(b) {
-				return i, false
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if len(b)-i < 6 || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					return i, false
-				}
-				i += 6
-			default:
-				return i, false
-			}
-		case c < 0x20:
-			return i, false
-		default:
-			i++
-		}
-	}
-	return i, false
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// number checks a JSON number at b[i] and returns the index after it.
-func number(b []byte, i int) (int, bool) {
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	default:
-		return i, false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if i >= len(b) || !isDigit(b[i]) {
-			return i, false
-		}
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || !isDigit(b[i]) {
-			return i, false
-		}
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	}
-	return i, true
 }
