@@ -335,8 +335,12 @@ func checkSeedKVBound(t *testing.T, d api.Diagnosis) {
 		ev := strings.Join(s.Evidence, "\n")
 		mustContain(t, ev, "not evidence of saturation")
 		mustContain(t, ev, "vs roofline")
-		// gensim's simulated tok/s (the server's gen_throughput), per GPU: the seed's ~485.
-		if s.TokensPerSec < 250 || s.TokensPerSec > 800 {
+		// gensim's simulated tok/s (the server's gen_throughput), per GPU: the
+		// seed's ~485 in steady state. The doctor is read a few simulated
+		// minutes in, while the requests are still young: shorter contexts
+		// let the KV cache hold a larger batch (70 instead of ~40), which
+		// runs up to ~2× faster until the outputs grow. Not thousands.
+		if s.TokensPerSec < 250 || s.TokensPerSec > 1100 {
 			t.Errorf("server %s: %.0f tok/s, want the seed set-up's few hundred per GPU", s.Name, s.TokensPerSec)
 		}
 		if s.RooflineTokPerSec <= 0 || s.EfficiencyRatio < 0.4 || s.EfficiencyRatio > 1 {
