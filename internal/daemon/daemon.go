@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +43,9 @@ type Options struct {
 	ProgressEvery time.Duration // progress.json period (default 2s)
 	// Listener, when set, is used instead of listening on Listen (tests).
 	Listener net.Listener
+	// ETARecord, when set, receives every job's ETA estimator calls as
+	// JSON lines (eta.Options.Record; etabench -record). Benchmarks only.
+	ETARecord io.Writer
 }
 
 // Daemon is gend.

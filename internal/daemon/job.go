@@ -173,7 +173,7 @@ func (j *job) execute(ctx context.Context) error {
 	}
 	j.mu.Lock()
 	j.snk, j.s3 = snk, up
-	j.est = eta.New(eta.Options{MaxTokens: spec.MaxTokens(sp.Request.Params)})
+	j.est = eta.New(eta.Options{MaxTokens: spec.MaxTokens(sp.Request.Params), Record: j.d.opts.ETARecord})
 	j.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -265,6 +265,7 @@ func (j *job) execute(ctx context.Context) error {
 	}
 	j.mu.Lock()
 	j.setStatusLocked(api.StatusCompleted, "")
+	j.est.Finished(j.elapsedLocked())
 	j.mu.Unlock()
 	j.writeProgress()
 	if up != nil {

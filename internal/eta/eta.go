@@ -1,6 +1,8 @@
 package eta
 
 import (
+	"encoding/json"
+	"io"
 	"math"
 )
 
@@ -13,6 +15,9 @@ type Options struct {
 	// runs alone to its speed in a full batch, used for the end of the job
 	// until the speeds measured while the fleet drains replace it. 0 means 1.5.
 	SoloSpeedup float64
+	// Record, when set, receives every call as a JSON line, to be replayed
+	// offline (Replay; etabench -record). Benchmarks only.
+	Record io.Writer `json:"-"`
 }
 
 // State is what the daemon knows right now.
@@ -140,7 +145,8 @@ type Estimator struct {
 	groups                          []drainGroup
 	// Per server, the fitted decode step-time law (kv.go).
 	steps    map[string]*stepFit
-	lifetime float64 // mean request lifetime (s) at the last estimate
+	lifetime float64   // mean request lifetime (s) at the last estimate
+	rec      *recorder // nil unless Options.Record
 }
 
 // New returns an Estimator for one job.
@@ -152,12 +158,18 @@ func New(opts Options) *Estimator {
 	if opts.SoloSpeedup < 1 {
 		opts.SoloSpeedup = 1.5
 	}
-	return &Estimator{opts: opts, b: newBins(max), samples: make([]fitSample, 0, 3*numBins), saturatedSince: -1}
+	e := &Estimator{opts: opts, b: newBins(max), samples: make([]fitSample, 0, 3*numBins), saturatedSince: -1}
+	if opts.Record != nil {
+		e.rec = &recorder{enc: json.NewEncoder(opts.Record)}
+		e.rec.write(event{K: "o", Opts: &opts})
+	}
+	return e
 }
 
 // Completed records one finished request: its output tokens and whether it
 // stopped at the length cap.
 func (e *Estimator) Completed(outputTokens int, finishedByLength bool) {
+	e.rec.write(event{K: "c", Tokens: outputTokens, Length: finishedByLength})
 	x := float64(outputTokens)
 	if x < 0 {
 		x = 0
@@ -185,6 +197,7 @@ func (e *Estimator) Completed(outputTokens int, finishedByLength bool) {
 // Estimate returns the remaining time given the job's state now. It costs
 // O(len(s.InFlight)) plus a bounded amount of work on the length summary.
 func (e *Estimator) Estimate(s State) Result {
+	e.rec.write(event{K: "s", State: &s})
 	var res Result
 	nIF := float64(len(s.InFlight))
 	remainingReq := float64(s.NotStarted) + nIF

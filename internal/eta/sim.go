@@ -3,6 +3,7 @@ package eta
 import (
 	"container/heap"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -90,6 +91,8 @@ type SimConfig struct {
 	// Progress lists the checkpoints (completed/total); default 1, 2, 5,
 	// 10, 25, 50, 75 %.
 	Progress []float64
+	// Record, when set, receives the estimator's calls (Options.Record).
+	Record io.Writer
 }
 
 // Checkpoint is the estimator's answer when the job reached a progress mark,
@@ -146,7 +149,7 @@ type simServer struct {
 func Simulate(cfg SimConfig) []Checkpoint {
 	cfg = cfg.withDefaults()
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	est := New(Options{MaxTokens: cfg.MaxTokens})
+	est := New(Options{MaxTokens: cfg.MaxTokens, Record: cfg.Record})
 	servers := make([]simServer, cfg.Servers)
 	queue := cfg.Requests
 	completed := 0
@@ -272,6 +275,7 @@ func Simulate(cfg SimConfig) []Checkpoint {
 			nextMark++
 		}
 	}
+	est.Finished(t)
 	for i := range cps {
 		c := &cps[i]
 		c.TrueRemaining = t - c.Elapsed

@@ -35,6 +35,7 @@ import (
 
 	"github.com/gend-dev/gend/api"
 	"github.com/gend-dev/gend/internal/daemon"
+	"github.com/gend-dev/gend/internal/eta"
 	"github.com/gend-dev/gend/internal/sim"
 )
 
@@ -85,6 +86,7 @@ type checkpoint struct {
 // result is one job's outcome.
 type result struct {
 	cfg        config
+	label      string // the name when not from cfg (replays)
 	wall       float64
 	done       int64
 	lengthHits int64
@@ -129,15 +131,21 @@ func run() int {
 		verbose   = flag.Bool("v", false, "print the ETA model's estimates beside the simulator's truth at each checkpoint")
 		trace     = flag.Bool("trace", false, "print a time series of gend's throughput input and ETA beside the simulator's true throughput")
 		suite     = flag.Bool("suite", false, "run sigma 1.0 and 1.5, streaming and not, at -seed, and print a summary table")
+		seeds     = flag.Int("seeds", 1, "with -suite: run seeds -seed … -seed+seeds−1")
+		record    = flag.String("record", "", "write each job's ETA estimator calls to DIR/<config>.jsonl (for -replay)")
+		replay    = flag.Bool("replay", false, "score recordings (the arguments: files written by -record) instead of running jobs")
 	)
 	flag.Parse()
+	if *replay {
+		return replayFiles(os.Stdout, flag.Args())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	base := config{n: *n, servers: *servers, speedup: *speedup, sigma: *sigma, mean: *mean, maxTokens: *maxTokens, stream: *stream, seed: *seed}
 	cfgs := []config{base}
 	if *suite {
 		cfgs = nil
-		for _, sd := range []int64{*seed} {
+		for sd := *seed; sd < *seed+int64(max(*seeds, 1)); sd++ {
 			for _, sg := range []float64{1.0, 1.5} {
 				for _, st := range []bool{false, true} {
 					c := base
@@ -149,7 +157,7 @@ func run() int {
 	}
 	var results []result
 	for _, c := range cfgs {
-		r, err := runJob(ctx, c)
+		r, err := runJob(ctx, c, *record)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "etabench %s: %v\n", c.name(), err)
 			return 1
@@ -168,8 +176,20 @@ func run() int {
 
 // runJob starts gensim and gend in-process, runs one job to the end and
 // scores the ETA at the checkpoints.
-func runJob(ctx context.Context, cfg config) (result, error) {
+func runJob(ctx context.Context, cfg config, recordDir string) (result, error) {
 	res := result{cfg: cfg}
+	var rec *os.File
+	if recordDir != "" {
+		if err := os.MkdirAll(recordDir, 0o755); err != nil {
+			return res, err
+		}
+		f, err := os.Create(filepath.Join(recordDir, cfg.name()+".jsonl"))
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		rec = f
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "etabench")
@@ -203,7 +223,7 @@ func runJob(ctx context.Context, cfg config) (result, error) {
 		return res, fmt.Errorf("listen: %w", err)
 	}
 	d, err := daemon.New(daemon.Options{Listener: ln, StateDir: filepath.Join(dir, "state"), Config: dcfg, NVML: "off",
-		Logger: zerolog.Nop(), ControlPeriod: 250 * time.Millisecond})
+		Logger: zerolog.Nop(), ControlPeriod: 250 * time.Millisecond, ETARecord: writerOrNil(rec)})
 	if err != nil {
 		ln.Close()
 		return res, fmt.Errorf("start gend: %w", err)
@@ -310,6 +330,57 @@ func runJob(ctx context.Context, cfg config) (result, error) {
 	return res, nil
 }
 
+// writerOrNil keeps a nil *os.File from becoming a non-nil io.Writer.
+func writerOrNil(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// replayFiles scores recordings (-record) with the estimator as built now
+// and prints the per-checkpoint table and the summary.
+func replayFiles(w io.Writer, files []string) int {
+	if len(files) == 0 {
+		fmt.Fprintln(os.Stderr, "etabench -replay: name the recordings (files written by -record)")
+		return 2
+	}
+	var rs []result
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "etabench: %v\n", err)
+			return 1
+		}
+		rp, err := eta.Replay(f, checkpoints)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "etabench: %s: %v\n", name, err)
+			return 1
+		}
+		r := result{label: strings.TrimSuffix(filepath.Base(name), ".jsonl"), done: rp.Requests}
+		fmt.Fprintf(w, "%s: %d requests, mean output %.0f, %.1f s running\n", r.label, rp.Requests, rp.MeanOutput, rp.End)
+		fmt.Fprintf(w, "%-9s %-8s %-9s %-9s %-9s %-20s %-8s %-9s %s\n", "checkpt", "at", "true_rem", "gend_eta", "gend_err", "interval", "covered", "naive_err", "mean est / tok/s main")
+		for i, c := range rp.Checkpoints {
+			pt := checkpoint{cp: checkpoints[i], ok: rp.Reached[i]}
+			if pt.ok {
+				res := c.Result
+				pt.s = sample{progress: c.Progress, eta: res.Seconds, low: res.LowSeconds, high: res.HighSeconds, naive: res.Naive,
+					remTok: res.RemainingTokens, meanTok: res.MeanOutputTokens, fleetTok: res.MainTokensPerSec}
+				pt.trueRem, pt.err, pt.naiveErr, pt.covered = c.TrueRemaining, c.Err, c.NaiveErr, c.Covered
+				fmt.Fprintf(w, "%-9s %-8s %-9s %-9s %+8.1f%% %-20s %-8v %+8.1f%% %.0f / %.0f\n", fmt.Sprintf("%.0f%%", pt.cp*100),
+					fmt.Sprintf("%.1f%%", 100*c.Progress), fmt.Sprintf("%.1fs", c.TrueRemaining), fmt.Sprintf("%.1fs", res.Seconds), 100*c.Err,
+					fmt.Sprintf("[%.1fs, %.1fs]", res.LowSeconds, res.HighSeconds), c.Covered, 100*c.NaiveErr, res.MeanOutputTokens, res.MainTokensPerSec)
+			}
+			r.cps = append(r.cps, pt)
+		}
+		fmt.Fprintln(w)
+		rs = append(rs, r)
+	}
+	printSummary(w, rs)
+	return 0
+}
+
 func fleetGenerated(f *sim.Fleet) int64 {
 	var n int64
 	for _, s := range f.Stats() {
@@ -389,7 +460,11 @@ func printSummary(w io.Writer, rs []result) {
 	allCov, allTotal := 0, 0
 	all10, all5 := true, true
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-26s", r.cfg.name())
+		name := r.label
+		if name == "" {
+			name = r.cfg.name()
+		}
+		fmt.Fprintf(w, "%-26s", name)
 		for _, pt := range r.cps {
 			if !pt.ok {
 				fmt.Fprintf(w, " %8s", "-")
