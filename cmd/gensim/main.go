@@ -56,6 +56,8 @@ func serverFlags(fs *flag.FlagSet, sc *sim.ServerConfig) {
 	fs.Float64Var(&sc.OutputMean, "output-mean", sim.DefaultOutputMean, "mean output tokens with thinking on")
 	fs.Float64Var(&sc.OutputSigma, "output-sigma", sim.DefaultOutputSigma, "lognormal sigma of output lengths")
 	fs.Float64Var(&sc.OutputMeanNoThink, "output-mean-nothink", 0, "mean output tokens with thinking off (0: output-mean/5)")
+	fs.StringVar(&sc.OutputDist, "output-dist", "lognormal", "output-length family: lognormal|gamma:K|weibull:K|pareto:A|bimodal:P:M|uniform:LO:HI")
+	fs.Float64Var(&sc.OutputRunaway, "output-runaway", 0, "share (0–0.5) of prompts that never stop on their own (end at max_tokens or the context)")
 	fs.IntVar(&sc.MaxContentBytes, "max-content-bytes", sim.DefaultMaxContentBytes, "cap on the bytes of each text field of a response; usage still counts every token (negative: no cap)")
 }
 

@@ -18,6 +18,8 @@ func TestExitCodes(t *testing.T) {
 		{"stray argument", []string{"serve"}, 2, "unexpected argument"},
 		{"missing scenario", []string{"--port", "0", "--scenario", "/nonexistent.yaml"}, 1, "read scenario"},
 		{"bad preset", []string{"--port", "0", "--gpu", "tpu"}, 1, "unknown gpu"},
+		{"bad output dist", []string{"--port", "0", "--output-dist", "gamma:-1"}, 1, `output_dist "gamma:-1": shape must be > 0`},
+		{"bad runaway", []string{"--port", "0", "--output-runaway", "0.7"}, 1, "output_runaway 0.7: must be in [0, 0.5]"},
 		{"bad bench level", []string{"bench", "--concurrency", "8,x"}, 2, "bad level"},
 	}
 	for _, tt := range tests {

@@ -45,6 +45,8 @@ type ServerConfig struct {
 	OutputMean        float64 `json:"output_mean,omitempty"`         // mean output tokens with thinking on; default 2500
 	OutputSigma       float64 `json:"output_sigma,omitempty"`        // lognormal sigma; default 1.0
 	OutputMeanNoThink float64 `json:"output_mean_nothink,omitempty"` // default OutputMean/5
+	OutputDist        string  `json:"output_dist,omitempty"`         // lognormal (default), gamma:K, weibull:K, pareto:A, bimodal:P:M, uniform:LO:HI
+	OutputRunaway     float64 `json:"output_runaway,omitempty"`      // share (0–0.5) of prompts that never stop on their own
 	MaxContentBytes   int     `json:"max_content_bytes,omitempty"`   // text cap per field; default 8192, negative: none
 
 	Faults Faults `json:"faults,omitzero"`
@@ -119,8 +121,9 @@ func (c ServerConfig) resolve(seed int64) (params, []error) {
 		contentCap:   orI(c.MaxContentBytes, DefaultMaxContentBytes),
 	}
 	mean := orF(c.OutputMean, DefaultOutputMean)
+	dist, distErr := parseOutputDist(c.OutputDist)
 	p.lengths = lengthModel{seed: seed, mean: mean, sigma: orF(c.OutputSigma, DefaultOutputSigma),
-		meanPlain: orF(c.OutputMeanNoThink, mean/5)}
+		meanPlain: orF(c.OutputMeanNoThink, mean/5), dist: dist, runaway: c.OutputRunaway}
 	chunk := 8192
 	if g.MemoryBytes >= 160e9 {
 		chunk = 16384
@@ -138,6 +141,15 @@ func (c ServerConfig) resolve(seed int64) (params, []error) {
 		errs = append(errs, errors.New("max_running_requests, max_queued_requests, context_length, chunked_prefill_size and max_prefill_tokens must not be negative"))
 	case mean < 1 || p.lengths.meanPlain < 1 || p.lengths.sigma < 0 || p.lengths.sigma > 4:
 		errs = append(errs, fmt.Errorf("output_mean %v, output_mean_nothink %v, output_sigma %v: means must be ≥ 1, sigma in [0, 4]", mean, p.lengths.meanPlain, p.lengths.sigma))
+	}
+	if distErr == nil && mean >= 1 {
+		distErr = p.lengths.check()
+	}
+	if distErr != nil {
+		errs = append(errs, fmt.Errorf("output_dist %q: %w", c.OutputDist, distErr))
+	}
+	if !(c.OutputRunaway >= 0 && c.OutputRunaway <= 0.5) {
+		errs = append(errs, fmt.Errorf("output_runaway %v: must be in [0, 0.5]", c.OutputRunaway))
 	}
 	p.pool = p.roof.KVPoolTokens(p.memFraction)
 	if p.pool < 1024 {

@@ -89,6 +89,8 @@ func overlay(base, top ServerConfig) ServerConfig {
 	setF(&out.OutputMean, top.OutputMean)
 	setF(&out.OutputSigma, top.OutputSigma)
 	setF(&out.OutputMeanNoThink, top.OutputMeanNoThink)
+	setS(&out.OutputDist, top.OutputDist)
+	setF(&out.OutputRunaway, top.OutputRunaway)
 	setI(&out.MaxContentBytes, top.MaxContentBytes)
 	setF(&out.Faults.ErrorRate, top.Faults.ErrorRate)
 	setF(&out.Faults.DropRate, top.Faults.DropRate)
