@@ -161,9 +161,10 @@ type Request struct {
 	Stream   bool
 	// OnTokens, when streaming, is called with the output tokens so far:
 	// the server's usage.completion_tokens when it reports usage on each
-	// chunk (continuous_usage_stats), else the number of output chunks
-	// received so far (a lower bound on output tokens), for the ETA.
-	OnTokens func(n int)
+	// chunk (continuous_usage_stats; exact is true), else the number of
+	// output chunks received so far (a lower bound on output tokens), for
+	// the ETA.
+	OnTokens func(n int, exact bool)
 }
 
 // Response is a successful generation.

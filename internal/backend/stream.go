@@ -36,7 +36,7 @@ type streamChunk struct {
 // a non-streaming request would have returned, so shards look the same
 // either way. An error event on an HTTP 200 stream (SGLang's queue-full) is
 // classified like the equivalent status.
-func readStream(ctx context.Context, body io.Reader, onTokens func(int)) (Response, error) {
+func readStream(ctx context.Context, body io.Reader, onTokens func(n int, exact bool)) (Response, error) {
 	// Small buffer: one per streamed request in flight; ReadBytes grows its
 	// result for longer events.
 	br := bufio.NewReaderSize(body, 4<<10)
@@ -110,7 +110,7 @@ func readStream(ctx context.Context, body io.Reader, onTokens func(int)) (Respon
 			if onTokens != nil {
 				// Without usage on the chunks, the chunk count (one per
 				// engine step, a lower bound on the tokens).
-				onTokens(max(chunks, streamed))
+				onTokens(max(chunks, streamed), streamed > 0 && streamed >= chunks)
 			}
 		}
 		if err != nil {

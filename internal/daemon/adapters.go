@@ -25,7 +25,7 @@ func (s sender) Send(ctx context.Context, srv api.ServerSpec, t *scheduler.Task)
 	stream := j != nil && j.spec.Request.Stream
 	req := backend.Request{BaseURL: srv.URL, Endpoint: p.item.Endpoint, Body: p.item.Body, RID: rid, Stream: stream}
 	if stream {
-		req.OnTokens = func(n int) { t.Streamed(int64(n)) }
+		req.OnTokens = func(n int, exact bool) { t.Streamed(int64(n), exact) }
 	}
 	resp, err := d.be.Generate(ctx, req)
 	if err == nil {

@@ -196,6 +196,15 @@ func (t *throughput) inflightTokens(ages []scheduler.InFlightAge, own, all map[s
 		}
 	}
 	for i, a := range ages {
+		if a.Exact {
+			// The server's own count: nothing to estimate. (The progress
+			// model below can run ahead of a request that was retracted
+			// or admitted late, and a censoring point above the truth
+			// makes the tail look heavier than it is: +22 % on the mean
+			// at 2 % of a gensim job.)
+			out[i] = float64(a.Streamed)
+			continue
+		}
 		r := t.srv[a.Server]
 		if r == nil || len(r.hist) < 2 || r.rateSamples == 0 {
 			// No history: time in flight × the per-request rate, halved

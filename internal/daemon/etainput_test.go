@@ -63,6 +63,10 @@ func TestInflightTokens(t *testing.T) {
 		}), 0, []scheduler.InFlightAge{{Server: "a", Seconds: 2}, {Server: "a", Seconds: 20}}, []float64{0, 200}},
 		{"streamed wins when larger", history(now, 2, steady, zero), 0,
 			[]scheduler.InFlightAge{{Server: "a", Seconds: 10, Streamed: 500}, {Server: "a", Seconds: 10, Streamed: 50}}, []float64{500, 100}},
+		// The server's own count is the truth, even below the model's
+		// estimate (a request retracted or admitted late).
+		{"exact streamed count as is", history(now, 2, steady, zero), 0,
+			[]scheduler.InFlightAge{{Server: "a", Seconds: 10, Streamed: 50, Exact: true}, {Server: "a", Seconds: 10, Streamed: 50}}, []float64{50, 100}},
 		// Estimates 100 + 300 but only 200 cache tokens in use.
 		{"KV cache bounds the sum", history(now, 2, steady, zero), 200,
 			[]scheduler.InFlightAge{{Server: "a", Seconds: 10}, {Server: "a", Seconds: 30}}, []float64{50, 150}},

@@ -48,6 +48,8 @@ type config struct {
 	maxTokens  int
 	stream     bool
 	seed       int64
+	dist       string  // gensim output_dist; "" = lognormal with sigma
+	runaway    float64 // gensim output_runaway
 }
 
 func (c config) name() string {
@@ -55,7 +57,26 @@ func (c config) name() string {
 	if c.stream {
 		mode = "stream"
 	}
-	return fmt.Sprintf("sigma%.1f-%s-seed%d", c.sigma, mode, c.seed)
+	shape := fmt.Sprintf("sigma%.1f", c.sigma)
+	if c.dist != "" && c.dist != "lognormal" {
+		shape = strings.ReplaceAll(c.dist, ":", "_")
+	}
+	if c.runaway > 0 {
+		shape += fmt.Sprintf("-runaway%g", c.runaway)
+	}
+	return fmt.Sprintf("%s-%s-seed%d", shape, mode, c.seed)
+}
+
+// lengths describes the output-length distribution.
+func (c config) lengths() string {
+	d := fmt.Sprintf("lognormal mean %.0f sigma %.2f", c.mean, c.sigma)
+	if c.dist != "" && c.dist != "lognormal" {
+		d = fmt.Sprintf("%s mean %.0f", c.dist, c.mean)
+	}
+	if c.runaway > 0 {
+		d += fmt.Sprintf(", %.1f%% runaways", 100*c.runaway)
+	}
+	return d
 }
 
 // sample is one estimate as first seen, with the simulator's truth then.
@@ -131,6 +152,9 @@ func run() int {
 		verbose   = flag.Bool("v", false, "print the ETA model's estimates beside the simulator's truth at each checkpoint")
 		trace     = flag.Bool("trace", false, "print a time series of gend's throughput input and ETA beside the simulator's true throughput")
 		suite     = flag.Bool("suite", false, "run sigma 1.0 and 1.5, streaming and not, at -seed, and print a summary table")
+		dist      = flag.String("dist", "", "output-length family (gensim output_dist: gamma:K, weibull:K, pareto:A, bimodal:P:M, uniform:LO:HI); default lognormal with -sigma")
+		dists     = flag.String("dists", "", "with -suite: also run these comma-separated output_dist families, streaming and not")
+		runaway   = flag.Float64("runaway", 0, "share of requests that never stop by themselves (gensim output_runaway)")
 		seeds     = flag.Int("seeds", 1, "with -suite: run seeds -seed … -seed+seeds−1")
 		record    = flag.String("record", "", "write each job's ETA estimator calls to DIR/<config>.jsonl (for -replay)")
 		replay    = flag.Bool("replay", false, "score recordings (the arguments: files written by -record) instead of running jobs")
@@ -141,7 +165,7 @@ func run() int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base := config{n: *n, servers: *servers, speedup: *speedup, sigma: *sigma, mean: *mean, maxTokens: *maxTokens, stream: *stream, seed: *seed}
+	base := config{n: *n, servers: *servers, speedup: *speedup, sigma: *sigma, mean: *mean, maxTokens: *maxTokens, stream: *stream, seed: *seed, dist: *dist, runaway: *runaway}
 	cfgs := []config{base}
 	if *suite {
 		cfgs = nil
@@ -149,7 +173,17 @@ func run() int {
 			for _, sg := range []float64{1.0, 1.5} {
 				for _, st := range []bool{false, true} {
 					c := base
-					c.sigma, c.stream, c.seed = sg, st, sd
+					c.sigma, c.stream, c.seed, c.dist = sg, st, sd, ""
+					cfgs = append(cfgs, c)
+				}
+			}
+			for _, ds := range strings.Split(*dists, ",") {
+				if ds = strings.TrimSpace(ds); ds == "" {
+					continue
+				}
+				for _, st := range []bool{false, true} {
+					c := base
+					c.dist, c.stream, c.seed = ds, st, sd
 					cfgs = append(cfgs, c)
 				}
 			}
@@ -199,7 +233,7 @@ func runJob(ctx context.Context, cfg config, recordDir string) (result, error) {
 	defer os.RemoveAll(dir)
 	scs := make([]sim.ServerConfig, cfg.servers)
 	for i := range scs {
-		scs[i] = sim.ServerConfig{OutputMean: cfg.mean, OutputSigma: cfg.sigma, MaxContentBytes: 512}
+		scs[i] = sim.ServerConfig{OutputMean: cfg.mean, OutputSigma: cfg.sigma, OutputDist: cfg.dist, OutputRunaway: cfg.runaway, MaxContentBytes: 512}
 	}
 	fleet, err := sim.StartFleet(ctx, sim.FleetConfig{Speedup: cfg.speedup, Seed: cfg.seed, Servers: scs})
 	if err != nil {
@@ -419,8 +453,8 @@ func (r result) score() (ok10, ok5 bool, covered, total int) {
 
 func printResult(w io.Writer, r result, verbose bool) {
 	c := r.cfg
-	fmt.Fprintf(w, "ETA benchmark %s: %d requests, %d × rtx-pro-6000 27B (gensim, speedup %.0f×), thinking, lognormal mean %.0f sigma %.2f, max_tokens %d, stream=%v, seed %d\n",
-		c.name(), c.n, c.servers, c.speedup, c.mean, c.sigma, c.maxTokens, c.stream, c.seed)
+	fmt.Fprintf(w, "ETA benchmark %s: %d requests, %d × rtx-pro-6000 27B (gensim, speedup %.0f×), thinking, %s, max_tokens %d, stream=%v, seed %d\n",
+		c.name(), c.n, c.servers, c.speedup, c.lengths(), c.maxTokens, c.stream, c.seed)
 	fmt.Fprintf(w, "job finished in %.1fs wall (%.0f simulated s); %d completed, %d (%.1f%%) hit max_tokens, mean output %.0f tokens\n\n",
 		r.wall, r.wall*c.speedup, r.done, r.lengthHits, 100*float64(r.lengthHits)/math.Max(1, float64(r.done)),
 		float64(r.finalGen)/math.Max(1, float64(r.done)))
@@ -452,7 +486,7 @@ func printResult(w io.Writer, r result, verbose bool) {
 
 func printSummary(w io.Writer, rs []result) {
 	fmt.Fprintf(w, "summary: gend ETA error at each checkpoint (* = interval missed the true finish)\n")
-	fmt.Fprintf(w, "%-26s", "config")
+	fmt.Fprintf(w, "%-34s", "config")
 	for _, cp := range checkpoints {
 		fmt.Fprintf(w, " %8s", fmt.Sprintf("%.0f%%", cp*100))
 	}
@@ -464,7 +498,7 @@ func printSummary(w io.Writer, rs []result) {
 		if name == "" {
 			name = r.cfg.name()
 		}
-		fmt.Fprintf(w, "%-26s", name)
+		fmt.Fprintf(w, "%-34s", name)
 		for _, pt := range r.cps {
 			if !pt.ok {
 				fmt.Fprintf(w, " %8s", "-")

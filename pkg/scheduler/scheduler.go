@@ -62,6 +62,7 @@ type Task struct {
 	server   string
 	started  time.Time
 	streamed atomic.Int64
+	exact    atomic.Bool // streamed is the server's own count
 
 	// Guarded by Scheduler.mu: the attempt's cancel, and whether gend is
 	// moving it to a faster server at the end of the job (migrate).
@@ -70,8 +71,12 @@ type Task struct {
 	migrations int
 }
 
-// Streamed records how many output tokens a streaming attempt has produced.
-func (t *Task) Streamed(n int64) { t.streamed.Store(n) }
+// Streamed records how many output tokens a streaming attempt has produced:
+// exactly (the server's own count) or at least (chunks received).
+func (t *Task) Streamed(n int64, exact bool) {
+	t.streamed.Store(n)
+	t.exact.Store(exact)
+}
 
 // ServerName is the server of the current attempt.
 func (t *Task) ServerName() string { return t.server }
@@ -412,6 +417,9 @@ type InFlightAge struct {
 	Server   string
 	Seconds  float64
 	Streamed int64
+	// Exact: Streamed is the server's own count of output tokens (usage on
+	// each chunk), not a lower bound.
+	Exact bool
 }
 
 // JobServer is one server's share of a job.
@@ -440,7 +448,7 @@ func (j *Job) Snapshot(now time.Time) Snapshot {
 	}
 	snap.InFlightAges = make([]InFlightAge, 0, len(j.running))
 	for t := range j.running {
-		snap.InFlightAges = append(snap.InFlightAges, InFlightAge{Server: t.server, Seconds: now.Sub(t.started).Seconds(), Streamed: t.streamed.Load()})
+		snap.InFlightAges = append(snap.InFlightAges, InFlightAge{Server: t.server, Seconds: now.Sub(t.started).Seconds(), Streamed: t.streamed.Load(), Exact: t.exact.Load()})
 	}
 	return snap
 }
@@ -630,6 +638,7 @@ func (s *Scheduler) startLocked(j *Job, sv *server, t *Task, now time.Time) {
 	t.server = sv.spec.Name
 	t.started = now
 	t.streamed.Store(0)
+	t.exact.Store(false)
 	j.running[t] = struct{}{}
 	spec := sv.spec
 	freed := s.lat.takeLocked()
