@@ -44,14 +44,18 @@ type running struct {
 	done   chan error
 }
 
-func startDaemon(t *testing.T, stateDir string, cfg api.Config) *running {
+func startDaemon(t *testing.T, stateDir string, cfg api.Config, opts ...func(*Options)) *running {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(Options{Listener: ln, StateDir: stateDir, Config: cfg, NVML: "off", Logger: zerolog.Nop(),
-		ControlPeriod: 100 * time.Millisecond, DrainTimeout: 5 * time.Second})
+	o := Options{Listener: ln, StateDir: stateDir, Config: cfg, NVML: "off", Logger: zerolog.Nop(),
+		ControlPeriod: 100 * time.Millisecond, DrainTimeout: 5 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	d, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

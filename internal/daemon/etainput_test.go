@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gend-dev/gend/api"
+	"github.com/gend-dev/gend/internal/eta"
 	"github.com/gend-dev/gend/pkg/scheduler"
 )
 
@@ -251,5 +252,29 @@ func TestSampleCadence(t *testing.T) {
 	}
 	if math.Abs(x-0.3) > 1e-12 {
 		t.Errorf("two half-second samples moved the EWMA %v, one second sample 0.3", x)
+	}
+}
+
+func TestCoveringServers(t *testing.T) {
+	t.Parallel()
+	a, b := eta.Server{Name: "a", TokensPerSec: 100}, eta.Server{Name: "b", TokensPerSec: 100}
+	own := map[string]int{"a": 30, "b": 10}
+	tests := []struct {
+		name    string
+		servers []eta.Server
+		el      float64
+		want    int // servers returned
+		scale   float64
+	}{
+		{"all covered", []eta.Server{a, b}, 2, 2, 1},
+		{"one missing early: wait", []eta.Server{a}, 2, 0, 1},
+		{"one missing later: scale up", []eta.Server{a}, etaFallbackAfter + 1, 1, 40.0 / 30},
+		{"none", nil, 2, 0, 1},
+	}
+	for _, tc := range tests {
+		got, scale := coveringServers(tc.servers, own, 40, tc.el)
+		if len(got) != tc.want || math.Abs(scale-tc.scale) > 1e-9 {
+			t.Errorf("%s: %d servers, scale %v; want %d, %v", tc.name, len(got), scale, tc.want, tc.scale)
+		}
 	}
 }

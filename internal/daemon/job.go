@@ -649,19 +649,7 @@ func (j *job) updateETA() {
 	// running time, at most etaWindow, at least four samples (etainput.go,
 	// windowed).
 	window := max(min(time.Duration(el/2*float64(time.Second)), etaWindow), 4*samplePeriod(j.d.opts.ControlPeriod))
-	servers := j.d.tput.servers(j.spec.Servers, limits, window, now)
-	// Every server with this job's requests in flight must have its rates:
-	// one server's rate is not the fleet's (a gensim job's first estimate
-	// divided by half the fleet's throughput: +43 % at 2 %). A server still
-	// without them after the first seconds (its counters stopped) is left
-	// out and the rate scaled up by the in-flight share it holds.
-	covered := 0
-	for _, sv := range servers {
-		covered += own[sv.Name]
-	}
-	if covered < snap.InFlight && el < etaFallbackAfter {
-		servers = nil
-	}
+	servers, scale := coveringServers(j.d.tput.servers(j.spec.Servers, limits, window, now), own, snap.InFlight, el)
 	rateWindow := 0.0
 	if len(servers) > 0 {
 		rateWindow = window.Seconds()
@@ -684,10 +672,7 @@ func (j *job) updateETA() {
 		if all := j.d.sched.InFlight(); all > 0 && snap.InFlight < all {
 			tok *= float64(snap.InFlight) / float64(all)
 		}
-		if covered > 0 && covered < snap.InFlight {
-			tok *= float64(snap.InFlight) / float64(covered)
-		}
-		fleetTok = tok
+		fleetTok = tok * scale
 	}
 	notStarted := j.total - st.Completed - st.Failed - int64(snap.InFlight)
 	if notStarted < 0 {
