@@ -146,7 +146,8 @@ type Estimator struct {
 	// Per server, the fitted decode step-time law (kv.go).
 	steps    map[string]*stepFit
 	lifetime float64   // mean request lifetime (s) at the last estimate
-	rec      *recorder // nil unless Options.Record
+	rec      *recorder   // nil unless Options.Record
+	cal      calibration // the KV projection's bias once settled (kv.go)
 }
 
 // New returns an Estimator for one job.
@@ -301,6 +302,13 @@ func (e *Estimator) Estimate(s State) Result {
 		// would carry a first estimate's poorer model for a lifetime
 		// (−18 % instead of −5 % at 2 % of a gensim job).
 		vT *= e.smoothMain(s, running*v, w.mean/v)
+		// Once the fleet has settled, the projection calibrated against
+		// the rates measured since (kv.go, calibrated) replaces them.
+		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean); p.ok && runT > 0 {
+			if tp, ok := e.calibrated(s, running*v*p.tput, p.tput, v); ok {
+				vT = tp / runT
+			}
+		}
 	} else {
 		e.mainT = 0
 	}
@@ -716,6 +724,7 @@ func (e *Estimator) smoothMain(s State, tput, lifetime float64) float64 {
 	changed := len(s.Servers) != e.mainN || math.Abs(capacity-e.mainCap) > tol*math.Min(capacity, e.mainCap)
 	if e.mainT <= 0 || changed || dt < 0 {
 		e.mainT, e.mainAt, e.mainCap, e.mainN, e.mainVar = tput, s.Elapsed, capacity, len(s.Servers), 0
+		e.cal = calibration{}
 		return 1
 	}
 	a := 1 - math.Exp(-dt/math.Max(lifetime/2, 1e-3))

@@ -389,3 +389,60 @@ func TestScenarioFiles(t *testing.T) {
 		t.Fatalf("validation: %v", err)
 	}
 }
+
+// TestStreamUsagePastTextCap: with continuous usage stats, a stream keeps
+// reporting its output tokens after the text cap (max_content_bytes) is
+// reached, as a real server sending every token would; a client's
+// progress must not stall at the cap.
+func TestStreamUsagePastTextCap(t *testing.T) {
+	f := startFleet(t, FleetConfig{Speedup: 200, Servers: []ServerConfig{{Model: "8b", GPU: "h100", OutputMean: 2000, OutputSigma: 0.1, MaxContentBytes: 64}}})
+	body := `{"model":"m","messages":[{"role":"user","content":"tell a long story"}],"max_tokens":4000,"stream":true,` +
+		`"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
+	req, err := http.NewRequest(http.MethodPost, f.URLs()[0]+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var counts []int
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []json.RawMessage `json:"choices"`
+			Usage   *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if c.Usage != nil && len(c.Choices) > 0 {
+			counts = append(counts, c.Usage.CompletionTokens)
+		}
+	}
+	if len(counts) < 3 {
+		t.Fatalf("%d chunks with usage", len(counts))
+	}
+	total := counts[len(counts)-1]
+	// 64 bytes of text are 16 tokens; the chunks must go on far beyond.
+	past := 0
+	for i, n := range counts {
+		if i > 0 && n < counts[i-1] {
+			t.Fatalf("usage went back: %v", counts)
+		}
+		if n > 50 {
+			past++
+		}
+	}
+	if total < 200 || past < 3 {
+		t.Fatalf("output %d tokens, %d usage chunks past 50 tokens: %v", total, past, counts)
+	}
+}

@@ -550,6 +550,7 @@ func (s *server) stream(w http.ResponseWriter, hr *http.Request, rp *reply, r *r
 			x := rp.usage(gen)
 			u = &x
 		}
+		events := len(e.buf)
 		if rp.chat {
 			if t := s.f.fill.text(true, rFrom, rTo, cap); t != "" {
 				if rp.separate {
@@ -567,6 +568,18 @@ func (s *server) stream(w http.ResponseWriter, hr *http.Request, rp *reply, r *r
 			}
 		} else if t := s.f.fill.text(false, cFrom, cTo, cap); t != "" || finish != nil {
 			e.event(rp.chunk([]chunkChoice{{Text: &t, FinishReason: finish, MatchedStop: rp.matched(deref(finish))}}, u))
+		}
+		// A real server sends every token; past the text cap (a
+		// simulation shortcut) the tokens still count: with continuous
+		// usage, an empty delta carries them, so a client's progress
+		// does not stall at the cap.
+		if u != nil && gen > sent && len(e.buf) == events {
+			empty := ""
+			if rp.chat {
+				e.event(rp.chunk([]chunkChoice{{Delta: &delta{Content: &empty}}}, u))
+			} else {
+				e.event(rp.chunk([]chunkChoice{{Text: &empty}}, u))
+			}
 		}
 		sent = gen
 	}
