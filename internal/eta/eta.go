@@ -145,7 +145,7 @@ type Estimator struct {
 	groups                          []drainGroup
 	// Per server, the fitted decode step-time law (kv.go).
 	steps    map[string]*stepFit
-	lifetime float64   // mean request lifetime (s) at the last estimate
+	lifetime float64     // mean request lifetime (s) at the last estimate
 	rec      *recorder   // nil unless Options.Record
 	cal      calibration // the KV projection's bias once settled (kv.go)
 }
