@@ -5,6 +5,10 @@ export CGO_ENABLED := 1
 export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 BIN := bin
 TEST_TIMEOUT ?= 12m
+# bench-eta: seeds per configuration (~2.7 min per job) and extra etabench flags, e.g.
+# ETA_ARGS='-dists gamma:0.7,pareto:2.5 -v'.
+ETA_SEEDS ?= 2
+ETA_ARGS ?=
 
 .PHONY: all build test test-unit test-e2e demo bench bench-sim bench-scheduler bench-eta bench-scale bench-controller lint fuzz deps clean
 
@@ -42,7 +46,7 @@ bench-scheduler: build
 	$(GO) run ./internal/bench/cmd/benchctl scheduler
 
 bench-eta: build
-	$(GO) run ./internal/etabench -suite
+	$(GO) run ./internal/etabench -suite -seeds $(ETA_SEEDS) $(ETA_ARGS)
 
 bench-scale: build
 	$(GO) run ./internal/scalebench -gend $(BIN)/gend

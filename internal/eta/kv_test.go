@@ -220,3 +220,35 @@ func TestStepLawBatchTerm(t *testing.T) {
 		t.Fatalf("kvShare %.4f, want %.4f", s, 0.045/0.085)
 	}
 }
+
+// TestCalibrated: nothing before the fleet has settled and a request
+// lifetime of settled time has passed; then the projection divided by the
+// time-weighted geometric mean of projected ÷ measured.
+func TestCalibrated(t *testing.T) {
+	t.Parallel()
+	e := New(Options{MaxTokens: 1000})
+	e.area2[0] = 1 // a curve whose ages all lie below one token: old at any age
+	e.lifetime = 1
+	state := func(el float64) State { return State{Elapsed: el} }
+	if _, ok := e.calibrated(State{Elapsed: 0.5}, 110, 1.1, 1000); ok {
+		t.Fatal("calibrated on the first call")
+	}
+	if _, ok := e.calibrated(state(1), 110, 1.1, 1000); ok {
+		t.Fatal("calibrated before a lifetime of settled time")
+	}
+	got, ok := e.calibrated(state(2), 110, 1.1, 1000)
+	if !ok || math.Abs(got-100) > 1e-9 {
+		t.Fatalf("got %v %v, want 100", got, ok)
+	}
+	// Ratios 1.1 for 1.5 s and 0.9 for 1.5 s: geometric mean √0.99.
+	got, ok = e.calibrated(state(3.5), 90, 0.9, 1000)
+	want := e.cal.tput / math.Sqrt(1.1*0.9)
+	if !ok || math.Abs(got-want) > 1e-9 {
+		t.Fatalf("got %v %v, want %v", got, ok, want)
+	}
+	// A young fleet's samples do not count (the rates' window starts at 0).
+	secs := e.cal.secs
+	if _, ok := e.calibrated(State{Elapsed: 4, RateWindow: 4}, 90, 0.5, 1000); ok || e.cal.secs != secs {
+		t.Fatalf("a young sample was counted: secs %v → %v", secs, e.cal.secs)
+	}
+}
