@@ -142,11 +142,10 @@ func (p kvProjection) faded(w float64) kvProjection {
 // the running set is older than renewal theory says (SGLang retracts the
 // least-progressed requests), and the fitted tail errs: +3 … +7 % on
 // gensim jobs recorded before the streaming fixes, ~+0.5 % after. So the
-// projection is
-// used divided by its bias, the time-weighted geometric mean of projected
-// ÷ measured over the settled running time (so far), and averaged from the
-// moment the fleet settled (a running mean, then an EWMA over calLifetimes
-// request lifetimes). Replayed on recorded gensim jobs: the worst error at
+// projection is used divided by its bias, the time-weighted geometric mean
+// of projected ÷ measured over the settled running time (so far), and
+// averaged from the moment the fleet settled (a running mean, then an EWMA
+// over calLifetimes request lifetimes). Replayed on recorded gensim jobs: the worst error at
 // 25 % 4.1 % (was 7.8 %) and at 10 % 5.0 % (was 6.8 %) on nine jobs
 // recorded before the streaming fixes; 6.4 % at 25 % on five recorded
 // after them (was 7.8 %).
