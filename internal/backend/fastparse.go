@@ -109,20 +109,8 @@ func (s *scanner) object(field func(key []byte) bool, names ...string) bool {
 		if !field(key) {
 			return false
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.next('}'); !more {
+			return ok
 		}
 	}
 }
@@ -148,6 +136,26 @@ func (s *scanner) open(left, right byte) (empty, ok bool) {
 	return false, true
 }
 
+// next reads what follows a container's element: ',' (more follows) or
+// right (the container closes, depth restored); ok false on anything else.
+func (s *scanner) next(right byte) (more, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		s.ws()
+		return true, true
+	case right:
+		s.i++
+		s.depth--
+		return false, true
+	}
+	return false, false
+}
+
 // array parses an array, calling elem with s positioned at each element.
 func (s *scanner) array(elem func(i int) bool) bool {
 	if empty, ok := s.open('[', ']'); empty || !ok {
@@ -157,20 +165,8 @@ func (s *scanner) array(elem func(i int) bool) bool {
 		if !elem(n) {
 			return false
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.next(']'); !more {
+			return ok
 		}
 	}
 }
