@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 12m
 ETA_SEEDS ?= 2
 ETA_ARGS ?=
 
-.PHONY: all build test test-unit test-e2e demo bench bench-sim bench-scheduler bench-eta bench-scale bench-controller lint fuzz deps clean
+.PHONY: all build test test-unit test-e2e demo bench bench-sim bench-scheduler bench-eta bench-eta-bound bench-scale bench-controller lint fuzz deps clean
 
 all: build
 
@@ -45,8 +45,14 @@ bench-controller: build
 bench-scheduler: build
 	$(GO) run ./internal/bench/cmd/benchctl scheduler
 
-bench-eta: build
+bench-eta: build bench-eta-bound
 	$(GO) run ./internal/etabench -suite -seeds $(ETA_SEEDS) $(ETA_ARGS)
+
+# bench-eta-bound: how well any estimator can know a job's remaining time
+# from the requests started by each checkpoint (1,000 jobs drawn from
+# gensim's length model per shape; seconds, no jobs run).
+bench-eta-bound:
+	$(GO) run ./internal/etabench -bound 1000 -suite -dists gamma:0.7,gamma:2,weibull:0.8,pareto:2.5,bimodal:0.4:300
 
 bench-scale: build
 	$(GO) run ./internal/scalebench -gend $(BIN)/gend

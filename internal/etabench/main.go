@@ -158,10 +158,40 @@ func run() int {
 		seeds     = flag.Int("seeds", 1, "with -suite: run seeds -seed … -seed+seeds−1")
 		record    = flag.String("record", "", "write each job's ETA estimator calls to DIR/<config>.jsonl (for -replay)")
 		replay    = flag.Bool("replay", false, "score recordings (the arguments: files written by -record) instead of running jobs")
+		bound     = flag.Int("bound", 0, "instead of running jobs, draw N jobs' lengths from gensim's model and print how well any estimator can know the remaining work (bound.go); honours -n, -sigma, -dist, -runaway, -mean, -max-tokens, -seed, and -suite with -dists")
 	)
 	flag.Parse()
 	if *replay {
 		return replayFiles(os.Stdout, flag.Args())
+	}
+	if *bound > 0 {
+		if err := printKVLaw(os.Stdout, *mean, *maxTokens); err != nil {
+			fmt.Fprintf(os.Stderr, "etabench -bound: %v\n", err)
+			return 1
+		}
+		c := config{n: *n, sigma: *sigma, mean: *mean, maxTokens: *maxTokens, seed: *seed, dist: *dist, runaway: *runaway}
+		cs := []config{c}
+		if *suite { // the suite's shapes: σ 1.0 and 1.5, then -dists
+			cs = nil
+			for _, sg := range []float64{1.0, 1.5} {
+				c.sigma, c.dist = sg, ""
+				cs = append(cs, c)
+			}
+			c.sigma = *sigma
+			for _, ds := range strings.Split(*dists, ",") {
+				if c.dist = strings.TrimSpace(ds); c.dist != "" {
+					cs = append(cs, c)
+				}
+			}
+		}
+		for _, c := range cs {
+			fmt.Println()
+			if err := printBound(os.Stdout, c, *bound); err != nil {
+				fmt.Fprintf(os.Stderr, "etabench -bound: %v\n", err)
+				return 1
+			}
+		}
+		return 0
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -296,3 +296,20 @@ func (f filler) text(reasoning bool, from, to int, capBytes int) string {
 	}
 	return string(appendText(make([]byte, 0, hi-lo), p, lo, hi))
 }
+
+// OutputLengths returns the natural output lengths (thinking on) that a
+// server configured by c, in a fleet seeded with seed, draws for n distinct
+// prompts: the same draws as a running server, for benchmarks that need
+// many jobs' length samples without running the jobs (etabench -bound). A
+// runaway prompt's length is 1<<30.
+func OutputLengths(c ServerConfig, seed int64, n int) ([]int, error) {
+	p, errs := c.resolve(seed)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = p.lengths.plan("prompt "+strconv.Itoa(i), true).total
+	}
+	return out, nil
+}

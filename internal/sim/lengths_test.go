@@ -399,3 +399,29 @@ func TestRunawayEndToEnd(t *testing.T) {
 		t.Errorf("runaway without max_tokens: finish %q after %d tokens, want length at the context limit (%d)", r.Choices[0].FinishReason, r.Usage.CompletionTokens, want)
 	}
 }
+
+func TestOutputLengths(t *testing.T) {
+	a, err := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 3, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 3, 20000)
+	c, _ := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 4, 20000)
+	var sum float64
+	same, differ := true, false
+	for i := range a {
+		sum += float64(a[i])
+		same = same && a[i] == b[i]
+		differ = differ || a[i] != c[i]
+	}
+	if !same || !differ {
+		t.Errorf("same seed equal: %v, another seed differs: %v; want true, true", same, differ)
+	}
+	// Lognormal σ 1: the mean of 20,000 is within ±4 % (5 standard errors).
+	if m := sum / float64(len(a)); math.Abs(m/2500-1) > 0.04 {
+		t.Errorf("mean %.0f, want 2500 ± 4 %%", m)
+	}
+	if _, err := OutputLengths(ServerConfig{OutputDist: "gamma:-1"}, 1, 10); err == nil {
+		t.Error("bad output_dist accepted")
+	}
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+
+	"github.com/gend-dev/gend/internal/sim"
+)
+
+// The bound (-bound): how well can *any* estimator know a job's remaining
+// time at a checkpoint, given only the output lengths of the requests
+// started by then?
+//
+// On a KV-bound fleet (long outputs: the batch is capped by the KV cache,
+// not by request slots) a decode step reads the weights and a full cache,
+// so its time is about constant, and the batch is cache ÷ mean context. A
+// request of output L holds prompt + a tokens at age a, so the running
+// set's mean context is (P·E[L] + E[L²]/2) ÷ E[L], and the time to run a
+// set of requests is proportional to Σ (P·L + L²/2): the second moment of
+// the lengths, not their sum, decides it. (On a slot-bound fleet the time
+// is proportional to Σ L.) That is gensim's roofline (docs/gensim.md) and
+// SGLang's memory-bound decode; docs/eta.md, "KV-bound batches".
+//
+// For many jobs drawn from gensim's own length model (sim.OutputLengths)
+// the bound compares, at each checkpoint p, the remaining requests' true
+// Σ (P·L + L²/2) with three predictions made from the first k = p·n +
+// running requests, every one of them *fully* observed (gend sees the
+// running ones only up to their age, so it knows less):
+//
+//   - exact: the length distribution known exactly (error: only the
+//     remaining requests' own randomness);
+//   - lognormal, σ known: the family and σ known, μ fitted (maximum
+//     likelihood on the natural lengths) — only for lognormal jobs;
+//   - sample: the sample moments of the first k (no family assumed: the
+//     case of a job whose length distribution is not known in advance).
+//
+// It prints each one's 5–95 % range of errors and the share of jobs it
+// misses the targets in (|error| ≤ 10 % before 10 % progress, ≤ 5 %
+// from 10 % on), beside the sample moments on a slot-bound fleet (Σ L).
+// The drain (the last requests running alone) is left out: it adds error.
+
+// boundPromptTokens is the bench prompts' token count (gensim: ~4 bytes a
+// token); it barely matters next to E[L²]/(2E[L]) ≈ 2,000.
+const boundPromptTokens = 16
+
+// boundRunning is about how many requests are in flight in the bench's
+// fleet (2 servers; a recorded σ 1.0 job: 283 at 1 %, 199 at 2 %, 153–182
+// from 5 % on). More started requests only help the estimators.
+const boundRunning = 180
+
+// boundStats accumulates one estimator's relative errors at one checkpoint.
+type boundStats []float64
+
+func (b boundStats) summary(target float64) string {
+	if len(b) == 0 {
+		return "—"
+	}
+	s := append([]float64(nil), b...)
+	sort.Float64s(s)
+	miss := 0
+	for _, e := range s {
+		if math.Abs(e) > target {
+			miss++
+		}
+	}
+	q := func(p float64) float64 { return 100 * s[int(math.Round(p*float64(len(s)-1)))] }
+	return fmt.Sprintf("[%+5.1f, %+5.1f] %5.1f %%", q(0.05), q(0.95), 100*float64(miss)/float64(len(s)))
+}
+
+// printBound draws jobs jobs of cfg.n requests at seeds cfg.seed … and
+// prints the table described above.
+func printBound(w io.Writer, cfg config, jobs int) error {
+	sc := sim.ServerConfig{OutputMean: cfg.mean, OutputSigma: cfg.sigma, OutputDist: cfg.dist, OutputRunaway: cfg.runaway}
+	capT := float64(cfg.maxTokens)
+	P := float64(boundPromptTokens)
+	clip := func(l int) float64 { return math.Min(float64(l), capT) }
+	cost := func(l float64) float64 { return P*l + l*l/2 }
+
+	// The population: one large sample at a seed no job uses.
+	pop, err := sim.OutputLengths(sc, -1, 2_000_000)
+	if err != nil {
+		return err
+	}
+	var popCost float64
+	for _, l := range pop {
+		popCost += cost(clip(l))
+	}
+	popCost /= float64(len(pop))
+	lognormal := (cfg.dist == "" || cfg.dist == "lognormal") && cfg.runaway == 0
+
+	cps := []float64{0.01, 0.02, 0.05, 0.10, 0.25, 0.50, 0.75}
+	// allOK counts, per estimator, the jobs that meet every target from 2 %
+	// progress on.
+	var allOK [4]int
+	slot := make([]boundStats, len(cps))
+	exact := make([]boundStats, len(cps))
+	logn := make([]boundStats, len(cps))
+	sample := make([]boundStats, len(cps))
+	for j := range jobs {
+		ls, err := sim.OutputLengths(sc, cfg.seed+int64(j), cfg.n)
+		if err != nil {
+			return err
+		}
+		// Suffix sums of the true remaining work.
+		restCost := make([]float64, len(ls)+1)
+		restTok := make([]float64, len(ls)+1)
+		for i := len(ls) - 1; i >= 0; i-- {
+			l := clip(ls[i])
+			restCost[i] = restCost[i+1] + cost(l)
+			restTok[i] = restTok[i+1] + l
+		}
+		jobOK := [4]bool{true, true, lognormal, true}
+		for ci, p := range cps {
+			k := min(len(ls)-1, int(p*float64(len(ls)))+boundRunning)
+			m := float64(len(ls) - k)
+			seenCost := restCost[0] - restCost[k]
+			seenTok := restTok[0] - restTok[k]
+			slot[ci] = append(slot[ci], m*seenTok/float64(k)/restTok[k]-1)
+			exact[ci] = append(exact[ci], m*popCost/restCost[k]-1)
+			sample[ci] = append(sample[ci], m*seenCost/float64(k)/restCost[k]-1)
+			if lognormal {
+				var mu float64
+				for _, l := range ls[:k] {
+					mu += math.Log(float64(l))
+				}
+				mu /= float64(k)
+				c1, c2 := cappedLognormal(mu, cfg.sigma, capT)
+				logn[ci] = append(logn[ci], m*(P*c1+c2/2)/restCost[k]-1)
+			}
+			if p < 0.02 {
+				continue
+			}
+			target := boundTarget(p)
+			for e, st := range [4][]boundStats{slot, exact, logn, sample} {
+				if len(st[ci]) > 0 && math.Abs(st[ci][len(st[ci])-1]) > target {
+					jobOK[e] = false
+				}
+			}
+		}
+		for e, ok := range jobOK {
+			if ok {
+				allOK[e]++
+			}
+		}
+	}
+	fmt.Fprintf(w, "ETA bound: %d jobs of %d requests (gensim lengths: %s, max_tokens %d, seeds %d…%d), %d running, prompt %d tokens.\n",
+		jobs, cfg.n, cfg.lengths(), cfg.maxTokens, cfg.seed, cfg.seed+int64(jobs)-1, boundRunning, boundPromptTokens)
+	fmt.Fprintln(w, "Error of the remaining work predicted from the requests started by a checkpoint, all fully observed:")
+	fmt.Fprintln(w, "5–95 % range of the error, and the share of jobs beyond the target (10 % before 10 % progress, 5 % after).")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| progress | target | slot-bound, sample moments | KV-bound, distribution known | KV-bound, lognormal σ known | KV-bound, sample moments |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|\n")
+	for ci, p := range cps {
+		target := boundTarget(p)
+		fmt.Fprintf(w, "| %.0f %% | ±%.0f %% | %s | %s | %s | %s |\n", 100*p, 100*target,
+			slot[ci].summary(target), exact[ci].summary(target), logn[ci].summary(target), sample[ci].summary(target))
+	}
+	share := func(e int) string { return fmt.Sprintf("%.1f %%", 100*float64(allOK[e])/float64(jobs)) }
+	lnShare := "—"
+	if lognormal {
+		lnShare = share(2)
+	}
+	fmt.Fprintf(w, "| jobs meeting every target from 2 %% on | | %s | %s | %s | %s |\n", share(0), share(1), lnShare, share(3))
+	return nil
+}
+
+// boundTarget is the error target at progress p.
+func boundTarget(p float64) float64 {
+	if p >= 0.10 {
+		return 0.05
+	}
+	return 0.10
+}
+
+// cappedLognormal is E[min(L, c)] and E[min(L, c)²] for ln L ~ N(mu, sigma²).
+func cappedLognormal(mu, sigma, c float64) (float64, float64) {
+	var e1, e2 float64
+	const dz = 0.002
+	for z := -8.0; z < 8; z += dz {
+		w := math.Exp(-z*z/2) / math.Sqrt(2*math.Pi) * dz
+		l := math.Min(math.Exp(mu+sigma*z), c)
+		e1 += w * l
+		e2 += w * l * l
+	}
+	return e1, e2
+}
