@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/gend-dev/gend/internal/sim"
 )
@@ -23,7 +24,9 @@ import (
 // is proportional to Σ L.) That is gensim's roofline (docs/gensim.md) and
 // SGLang's memory-bound decode; docs/eta.md, "KV-bound batches".
 //
-// For many jobs drawn from gensim's own length model (sim.OutputLengths)
+// For many jobs of the bench's prompts, their lengths drawn from gensim's
+// own length model at seeds 1, 2, … (sim.OutputLengths; the first are the
+// bench's own jobs)
 // the bound compares, at each checkpoint p, the remaining requests' true
 // Σ (P·L + L²/2) with three predictions made from the first k = p·n +
 // running requests, every one of them *fully* observed (gend sees the
@@ -49,6 +52,10 @@ const boundPromptTokens = 16
 // fleet (2 servers; a recorded σ 1.0 job: 283 at 1 %, 199 at 2 %, 153–182
 // from 5 % on). More started requests only help the estimators.
 const boundRunning = 180
+
+// boundOwnJobs is how many of the first jobs are listed one by one (the
+// bench's seeds 1–3).
+const boundOwnJobs = 3
 
 // boundStats accumulates one estimator's relative errors at one checkpoint.
 type boundStats []float64
@@ -79,7 +86,11 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 	cost := func(l float64) float64 { return P*l + l*l/2 }
 
 	// The population: one large sample at a seed no job uses.
-	pop, err := sim.OutputLengths(sc, -1, 2_000_000)
+	popPrompts := make([]string, 2_000_000)
+	for i := range popPrompts {
+		popPrompts[i] = fmt.Sprintf("population %d", i)
+	}
+	pop, err := sim.OutputLengths(sc, -1, popPrompts)
 	if err != nil {
 		return err
 	}
@@ -98,8 +109,15 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 	exact := make([]boundStats, len(cps))
 	logn := make([]boundStats, len(cps))
 	sample := make([]boundStats, len(cps))
+	prompts := make([]string, cfg.n)
+	for i := range prompts {
+		prompts[i] = benchPrompt(i)
+	}
+	// own[j][ci]: the sample moments' error on the first few jobs, which
+	// are the bench's own (same prompts, same seeds).
+	var own [][]float64
 	for j := range jobs {
-		ls, err := sim.OutputLengths(sc, cfg.seed+int64(j), cfg.n)
+		ls, err := sim.OutputLengths(sc, cfg.seed+int64(j), prompts)
 		if err != nil {
 			return err
 		}
@@ -120,6 +138,12 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 			slot[ci] = append(slot[ci], m*seenTok/float64(k)/restTok[k]-1)
 			exact[ci] = append(exact[ci], m*popCost/restCost[k]-1)
 			sample[ci] = append(sample[ci], m*seenCost/float64(k)/restCost[k]-1)
+			if j < boundOwnJobs {
+				if ci == 0 {
+					own = append(own, nil)
+				}
+				own[j] = append(own[j], sample[ci][j])
+			}
 			if lognormal {
 				var mu float64
 				for _, l := range ls[:k] {
@@ -163,6 +187,22 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 		lnShare = share(2)
 	}
 	fmt.Fprintf(w, "| jobs meeting every target from 2 %% on | | %s | %s | %s | %s |\n", share(0), share(1), lnShare, share(3))
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The bench's own jobs (its prompts, seeds below): the KV-bound sample moments' error, fully observed.")
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "| seed |")
+	for _, p := range cps {
+		fmt.Fprintf(w, " %.0f %% |", 100*p)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "|---|"+strings.Repeat("---|", len(cps)))
+	for j, errs := range own {
+		fmt.Fprintf(w, "| %d |", cfg.seed+int64(j))
+		for _, e := range errs {
+			fmt.Fprintf(w, " %+.1f |", 100*e)
+		}
+		fmt.Fprintln(w)
+	}
 	return nil
 }
 

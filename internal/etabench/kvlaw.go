@@ -33,10 +33,14 @@ func printKVLaw(w io.Writer, mean float64, maxTokens int) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| shape | E[L²]/(2E[L]) | tok/s | running | measured | KV law |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	prompts := make([]string, 400_000)
+	for i := range prompts {
+		prompts[i] = fmt.Sprintf("kv law %d", i)
+	}
 	var baseCtx, baseTok float64
 	for i, s := range shapes {
 		sc := sim.ServerConfig{OutputMean: mean, OutputSigma: s.sigma, OutputDist: s.dist}
-		ls, err := sim.OutputLengths(sc, -2, 400_000)
+		ls, err := sim.OutputLengths(sc, -2, prompts)
 		if err != nil {
 			return err
 		}

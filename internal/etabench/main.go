@@ -277,7 +277,7 @@ func runJob(ctx context.Context, cfg config, recordDir string) (result, error) {
 	in := filepath.Join(dir, "in.jsonl")
 	var b strings.Builder
 	for i := 0; i < cfg.n; i++ {
-		fmt.Fprintf(&b, `{"custom_id":"q%06d","messages":[{"role":"user","content":"Prompt %d: reason step by step about topic %d."}]}`+"\n", i, i, i%97)
+		fmt.Fprintf(&b, `{"custom_id":"q%06d","messages":[{"role":"user","content":%q}]}`+"\n", i, benchPrompt(i))
 	}
 	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
 		return res, fmt.Errorf("write input: %w", err)
@@ -392,6 +392,12 @@ func runJob(ctx context.Context, cfg config, recordDir string) (result, error) {
 		res.cps = append(res.cps, pt)
 	}
 	return res, nil
+}
+
+// benchPrompt is input line i's prompt (gensim draws its output length
+// from this text and the seed).
+func benchPrompt(i int) string {
+	return fmt.Sprintf("Prompt %d: reason step by step about topic %d.", i, i%97)
 }
 
 // writerOrNil keeps a nil *os.File from becoming a non-nil io.Writer.

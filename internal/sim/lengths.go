@@ -298,18 +298,19 @@ func (f filler) text(reasoning bool, from, to int, capBytes int) string {
 }
 
 // OutputLengths returns the natural output lengths (thinking on) that a
-// server configured by c, in a fleet seeded with seed, draws for n distinct
-// prompts: the same draws as a running server, for benchmarks that need
-// many jobs' length samples without running the jobs (etabench -bound). A
-// runaway prompt's length is 1<<30.
-func OutputLengths(c ServerConfig, seed int64, n int) ([]int, error) {
+// server configured by c, in a fleet seeded with seed, draws for the given
+// prompt texts (a chat request's text is its messages' contents joined by
+// newlines; a single user message's is its content): the same draws as a
+// running server, for benchmarks that need many jobs' lengths without
+// running the jobs (etabench -bound). A runaway prompt's length is 1<<30.
+func OutputLengths(c ServerConfig, seed int64, prompts []string) ([]int, error) {
 	p, errs := c.resolve(seed)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	out := make([]int, n)
-	for i := range out {
-		out[i] = p.lengths.plan("prompt "+strconv.Itoa(i), true).total
+	out := make([]int, len(prompts))
+	for i, text := range prompts {
+		out[i] = p.lengths.plan(text, true).total
 	}
 	return out, nil
 }

@@ -401,12 +401,16 @@ func TestRunawayEndToEnd(t *testing.T) {
 }
 
 func TestOutputLengths(t *testing.T) {
-	a, err := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 3, 20000)
+	prompts := make([]string, 20000)
+	for i := range prompts {
+		prompts[i] = fmt.Sprintf("prompt %d", i)
+	}
+	a, err := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 3, prompts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 3, 20000)
-	c, _ := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 4, 20000)
+	b, _ := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 3, prompts)
+	c, _ := OutputLengths(ServerConfig{OutputMean: 2500, OutputSigma: 1}, 4, prompts)
 	var sum float64
 	same, differ := true, false
 	for i := range a {
@@ -421,7 +425,7 @@ func TestOutputLengths(t *testing.T) {
 	if m := sum / float64(len(a)); math.Abs(m/2500-1) > 0.04 {
 		t.Errorf("mean %.0f, want 2500 ± 4 %%", m)
 	}
-	if _, err := OutputLengths(ServerConfig{OutputDist: "gamma:-1"}, 1, 10); err == nil {
+	if _, err := OutputLengths(ServerConfig{OutputDist: "gamma:-1"}, 1, prompts); err == nil {
 		t.Error("bad output_dist accepted")
 	}
 }
