@@ -76,14 +76,40 @@ func (b boundStats) summary(target float64) string {
 	return fmt.Sprintf("[%+5.1f, %+5.1f] %5.1f %%", q(0.05), q(0.95), 100*float64(miss)/float64(len(s)))
 }
 
-// printBound draws jobs jobs of cfg.n requests at seeds cfg.seed … and
-// prints the table described above.
-func printBound(w io.Writer, cfg config, jobs int) error {
+// Estimators compared by the bound, in column order.
+const (
+	estSlot   = iota // slot-bound fleet, sample moments of Σ L
+	estExact         // KV-bound, the distribution known
+	estLogn          // KV-bound, lognormal with σ known (lognormal jobs)
+	estSample        // KV-bound, sample moments
+	numEst
+)
+
+// boundCheckpoints are the bench's checkpoints.
+var boundCheckpoints = []float64{0.01, 0.02, 0.05, 0.10, 0.25, 0.50, 0.75}
+
+// bound is the result of computeBound.
+type bound struct {
+	jobs      int
+	lognormal bool                 // estLogn was computed
+	errs      [numEst][]boundStats // [estimator][checkpoint] relative errors, one per job
+	allOK     [numEst]int          // jobs meeting every target from 2 % on
+	own       [][]float64          // [job][checkpoint] estSample's error, the first boundOwnJobs jobs
+}
+
+// computeBound draws jobs jobs of cfg.n requests (the bench's prompts) at
+// seeds cfg.seed … and scores the estimators described above.
+func computeBound(cfg config, jobs int) (bound, error) {
 	sc := sim.ServerConfig{OutputMean: cfg.mean, OutputSigma: cfg.sigma, OutputDist: cfg.dist, OutputRunaway: cfg.runaway}
 	capT := float64(cfg.maxTokens)
 	P := float64(boundPromptTokens)
 	clip := func(l int) float64 { return math.Min(float64(l), capT) }
 	cost := func(l float64) float64 { return P*l + l*l/2 }
+	b := bound{jobs: jobs, lognormal: (cfg.dist == "" || cfg.dist == "lognormal") && cfg.runaway == 0}
+	cps := boundCheckpoints
+	for e := range b.errs {
+		b.errs[e] = make([]boundStats, len(cps))
+	}
 
 	// The population: one large sample at a seed no job uses.
 	popPrompts := make([]string, 2_000_000)
@@ -92,34 +118,22 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 	}
 	pop, err := sim.OutputLengths(sc, -1, popPrompts)
 	if err != nil {
-		return err
+		return b, err
 	}
 	var popCost float64
 	for _, l := range pop {
 		popCost += cost(clip(l))
 	}
 	popCost /= float64(len(pop))
-	lognormal := (cfg.dist == "" || cfg.dist == "lognormal") && cfg.runaway == 0
 
-	cps := []float64{0.01, 0.02, 0.05, 0.10, 0.25, 0.50, 0.75}
-	// allOK counts, per estimator, the jobs that meet every target from 2 %
-	// progress on.
-	var allOK [4]int
-	slot := make([]boundStats, len(cps))
-	exact := make([]boundStats, len(cps))
-	logn := make([]boundStats, len(cps))
-	sample := make([]boundStats, len(cps))
 	prompts := make([]string, cfg.n)
 	for i := range prompts {
 		prompts[i] = benchPrompt(i)
 	}
-	// own[j][ci]: the sample moments' error on the first few jobs, which
-	// are the bench's own (same prompts, same seeds).
-	var own [][]float64
 	for j := range jobs {
 		ls, err := sim.OutputLengths(sc, cfg.seed+int64(j), prompts)
 		if err != nil {
-			return err
+			return b, err
 		}
 		// Suffix sums of the true remaining work.
 		restCost := make([]float64, len(ls)+1)
@@ -129,46 +143,54 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 			restCost[i] = restCost[i+1] + cost(l)
 			restTok[i] = restTok[i+1] + l
 		}
-		jobOK := [4]bool{true, true, lognormal, true}
+		jobOK := [numEst]bool{true, true, b.lognormal, true}
+		var own []float64
 		for ci, p := range cps {
 			k := min(len(ls)-1, int(p*float64(len(ls)))+boundRunning)
 			m := float64(len(ls) - k)
-			seenCost := restCost[0] - restCost[k]
-			seenTok := restTok[0] - restTok[k]
-			slot[ci] = append(slot[ci], m*seenTok/float64(k)/restTok[k]-1)
-			exact[ci] = append(exact[ci], m*popCost/restCost[k]-1)
-			sample[ci] = append(sample[ci], m*seenCost/float64(k)/restCost[k]-1)
-			if j < boundOwnJobs {
-				if ci == 0 {
-					own = append(own, nil)
-				}
-				own[j] = append(own[j], sample[ci][j])
-			}
-			if lognormal {
+			var errs [numEst]float64
+			errs[estSlot] = m*(restTok[0]-restTok[k])/float64(k)/restTok[k] - 1
+			errs[estExact] = m*popCost/restCost[k] - 1
+			errs[estSample] = m*(restCost[0]-restCost[k])/float64(k)/restCost[k] - 1
+			if b.lognormal {
 				var mu float64
 				for _, l := range ls[:k] {
 					mu += math.Log(float64(l))
 				}
 				mu /= float64(k)
 				c1, c2 := cappedLognormal(mu, cfg.sigma, capT)
-				logn[ci] = append(logn[ci], m*(P*c1+c2/2)/restCost[k]-1)
+				errs[estLogn] = m*(P*c1+c2/2)/restCost[k] - 1
 			}
-			if p < 0.02 {
-				continue
-			}
-			target := boundTarget(p)
-			for e, st := range [4][]boundStats{slot, exact, logn, sample} {
-				if len(st[ci]) > 0 && math.Abs(st[ci][len(st[ci])-1]) > target {
+			own = append(own, errs[estSample])
+			for e := range numEst {
+				if e == estLogn && !b.lognormal {
+					continue
+				}
+				b.errs[e][ci] = append(b.errs[e][ci], errs[e])
+				if p >= 0.02 && math.Abs(errs[e]) > boundTarget(p) {
 					jobOK[e] = false
 				}
 			}
 		}
+		if j < boundOwnJobs {
+			b.own = append(b.own, own)
+		}
 		for e, ok := range jobOK {
 			if ok {
-				allOK[e]++
+				b.allOK[e]++
 			}
 		}
 	}
+	return b, nil
+}
+
+// printBound prints computeBound's tables for cfg.
+func printBound(w io.Writer, cfg config, jobs int) error {
+	b, err := computeBound(cfg, jobs)
+	if err != nil {
+		return err
+	}
+	cps := boundCheckpoints
 	fmt.Fprintf(w, "ETA bound: %d jobs of %d requests (gensim lengths: %s, max_tokens %d, seeds %d…%d), %d running, prompt %d tokens.\n",
 		jobs, cfg.n, cfg.lengths(), cfg.maxTokens, cfg.seed, cfg.seed+int64(jobs)-1, boundRunning, boundPromptTokens)
 	fmt.Fprintln(w, "Error of the remaining work predicted from the requests started by a checkpoint, all fully observed:")
@@ -178,15 +200,21 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 	fmt.Fprintf(w, "|---|---|---|---|---|---|\n")
 	for ci, p := range cps {
 		target := boundTarget(p)
-		fmt.Fprintf(w, "| %.0f %% | ±%.0f %% | %s | %s | %s | %s |\n", 100*p, 100*target,
-			slot[ci].summary(target), exact[ci].summary(target), logn[ci].summary(target), sample[ci].summary(target))
+		fmt.Fprintf(w, "| %.0f %% | ±%.0f %% |", 100*p, 100*target)
+		for e := range numEst {
+			fmt.Fprintf(w, " %s |", b.errs[e][ci].summary(target))
+		}
+		fmt.Fprintln(w)
 	}
-	share := func(e int) string { return fmt.Sprintf("%.1f %%", 100*float64(allOK[e])/float64(jobs)) }
-	lnShare := "—"
-	if lognormal {
-		lnShare = share(2)
+	fmt.Fprint(w, "| jobs meeting every target from 2 % on | |")
+	for e := range numEst {
+		if e == estLogn && !b.lognormal {
+			fmt.Fprint(w, " — |")
+			continue
+		}
+		fmt.Fprintf(w, " %.1f %% |", 100*float64(b.allOK[e])/float64(jobs))
 	}
-	fmt.Fprintf(w, "| jobs meeting every target from 2 %% on | | %s | %s | %s | %s |\n", share(0), share(1), lnShare, share(3))
+	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The bench's own jobs (its prompts, seeds below): the KV-bound sample moments' error, fully observed.")
 	fmt.Fprintln(w)
@@ -196,7 +224,7 @@ func printBound(w io.Writer, cfg config, jobs int) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "|---|"+strings.Repeat("---|", len(cps)))
-	for j, errs := range own {
+	for j, errs := range b.own {
 		fmt.Fprintf(w, "| %d |", cfg.seed+int64(j))
 		for _, e := range errs {
 			fmt.Fprintf(w, " %+.1f |", 100*e)

@@ -16,6 +16,31 @@ import (
 // requests started together end together, the running set's ages never mix
 // and its mean context is not E[L²]/(2E[L]).)
 func printKVLaw(w io.Writer, mean float64, maxTokens int) error {
+	rows, err := kvLaw(mean, maxTokens)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "KV law on gensim's scheduler (sim.Bench: 1 server, 1,024 clients, virtual time; mean %.0f, max_tokens %d):\n\n", mean, maxTokens)
+	fmt.Fprintln(w, "Throughput relative to the first row: measured, and predicted by the KV law (÷ mean context); a slot-bound fleet would run all at 1.000.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| shape | E[L²]/(2E[L]) | tok/s | running | measured | KV law |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.3f | %.3f |\n", r.shape, r.halfMoment, r.tokensPerSec, r.running, r.measured, r.predicted)
+	}
+	return nil
+}
+
+// kvLawRow is one shape's line of the KV-law check.
+type kvLawRow struct {
+	shape                 string
+	halfMoment            float64 // E[L²]/(2E[L]) of the capped lengths
+	tokensPerSec, running float64 // sim.Bench's measurement
+	measured, predicted   float64 // throughput relative to the first row
+}
+
+// kvLaw runs the check for shapes of output mean mean.
+func kvLaw(mean float64, maxTokens int) ([]kvLawRow, error) {
 	shapes := []struct {
 		name, dist string
 		sigma      float64
@@ -28,21 +53,17 @@ func printKVLaw(w io.Writer, mean float64, maxTokens int) error {
 		{"Pareto α 2.5", "pareto:2.5", 1},
 	}
 	const benchPrompt = 175 // sim.Bench's prompts: 200–1,200 bytes, ~4 bytes a token
-	fmt.Fprintf(w, "KV law on gensim's scheduler (sim.Bench: 1 server, 1,024 clients, virtual time; mean %.0f, max_tokens %d):\n\n", mean, maxTokens)
-	fmt.Fprintln(w, "Throughput relative to the first row: measured, and predicted by the KV law (÷ mean context); a slot-bound fleet would run all at 1.000.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| shape | E[L²]/(2E[L]) | tok/s | running | measured | KV law |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	prompts := make([]string, 400_000)
 	for i := range prompts {
 		prompts[i] = fmt.Sprintf("kv law %d", i)
 	}
+	var out []kvLawRow
 	var baseCtx, baseTok float64
 	for i, s := range shapes {
 		sc := sim.ServerConfig{OutputMean: mean, OutputSigma: s.sigma, OutputDist: s.dist}
 		ls, err := sim.OutputLengths(sc, -2, prompts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var m1, m2 float64
 		for _, l := range ls {
@@ -53,15 +74,15 @@ func printKVLaw(w io.Writer, mean float64, maxTokens int) error {
 		half := m2 / (2 * m1)
 		rows, err := sim.Bench(sim.BenchConfig{Server: sc, Concurrency: []int{1024}, MaxTokens: maxTokens, Thinking: true, Seed: 1})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r := rows[0]
 		ctx := benchPrompt + half
 		if i == 0 {
 			baseCtx, baseTok = ctx, r.TokensPerSec
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.3f | %.3f |\n", s.name, half, r.TokensPerSec, r.AvgRunning,
-			r.TokensPerSec/baseTok, baseCtx/ctx)
+		out = append(out, kvLawRow{shape: s.name, halfMoment: half, tokensPerSec: r.TokensPerSec, running: r.AvgRunning,
+			measured: r.TokensPerSec / baseTok, predicted: baseCtx / ctx})
 	}
-	return nil
+	return out, nil
 }
