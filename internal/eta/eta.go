@@ -283,7 +283,7 @@ func (e *Estimator) Estimate(s State) Result {
 	kvFactor := 1.0
 	fullT, runT, vT := math.Max(e.speed.full, full), running, v
 	if s.NotStarted > 0 {
-		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean).faded(e.youngShare((s.Elapsed - s.RateWindow) * v)); p.ok {
+		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean).faded(projWeight(e.youngShare((s.Elapsed - s.RateWindow) * v))); p.ok {
 			runT = running * p.batch
 			fullT = runT
 			vT = v * p.tput / p.batch
@@ -361,7 +361,7 @@ func (e *Estimator) Estimate(s State) Result {
 		wh := e.work(fh, s.NotStarted)
 		fullH, runH, vH, ctxH := math.Max(e.speed.full, full), running, v, 1.0
 		if s.NotStarted > 0 {
-			if p := e.projectKV(s.Servers, s.PromptTokens+wh.eqMean).faded(e.youngShare((s.Elapsed - s.RateWindow) * v)); p.ok {
+			if p := e.projectKV(s.Servers, s.PromptTokens+wh.eqMean).faded(projWeight(e.youngShare((s.Elapsed - s.RateWindow) * v))); p.ok {
 				runH = running * p.batch
 				fullH = runH
 				vH = v * p.tput / p.batch
