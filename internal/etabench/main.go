@@ -277,7 +277,8 @@ func runJob(ctx context.Context, cfg config, recordDir string) (result, error) {
 	in := filepath.Join(dir, "in.jsonl")
 	var b strings.Builder
 	for i := 0; i < cfg.n; i++ {
-		fmt.Fprintf(&b, `{"custom_id":"q%06d","messages":[{"role":"user","content":%q}]}`+"\n", i, benchPrompt(i))
+		content, _ := json.Marshal(benchPrompt(i)) // a string always encodes
+		fmt.Fprintf(&b, `{"custom_id":"q%06d","messages":[{"role":"user","content":%s}]}`+"\n", i, content)
 	}
 	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
 		return res, fmt.Errorf("write input: %w", err)
