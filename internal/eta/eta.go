@@ -334,7 +334,13 @@ func (e *Estimator) Estimate(s State) Result {
 	// Throughput variability: over minutes (lnTVar) and within a request
 	// lifetime (how far the level now may sit from the main phase's).
 	sdT := math.Max(math.Sqrt(math.Max(e.lnTVar, e.mainVar)), minSpeedSD)
-	sdC := math.Abs(math.Log(ctxFactor))/2 + math.Abs(math.Log(kvFactor))/4
+	// A model's correction is uncertain by half its size: the context
+	// drift factor and the KV projection alike. (A quarter for the KV
+	// projection let the first estimate of a cap-dominated gensim job —
+	// max_tokens 2048, 38 % of requests hit it — miss: the projection
+	// assumed the prior cache share 0.9 where the fleet kept 0.82, +18 %
+	// on the throughput, and the interval's top fell 2.5 % short.)
+	sdC := math.Abs(math.Log(ctxFactor))/2 + math.Abs(math.Log(kvFactor))/2
 	sd := math.Sqrt(sdW*sdW + sdT*sdT + sdC*sdC + 0.03*0.03)
 
 	lo := math.Min(t.main, tFast.main)*math.Exp(-z90*sd) + math.Min(t.drain, tFast.drain)*math.Exp(-z90*sd)
