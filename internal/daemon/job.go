@@ -420,17 +420,26 @@ func (j *job) pause(reason string, user bool) error {
 
 func (j *job) resume() error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.rec.Status != api.StatusPaused {
-		if j.rec.Status == api.StatusRunning || j.rec.Status == api.StatusQueued {
-			return nil
-		}
-		return conflict(fmt.Sprintf("job %s is %s", j.id, j.rec.Status))
+	if err := j.notPausedLocked(); err != nil || j.rec.Status != api.StatusPaused {
+		j.mu.Unlock()
+		return err
 	}
-	if j.snk != nil {
-		if err := j.snk.Retry(); err != nil {
+	snk := j.snk
+	j.mu.Unlock()
+	// Retry the output without j.mu: a retry that closes a pending shard
+	// calls back into the job (onShardClosed takes j.mu). Holding the lock
+	// across it hung the daemon for good (TestResumeClosesPendingShard).
+	if snk != nil {
+		if err := snk.Retry(); err != nil {
 			return &api.Error{Status: http.StatusConflict, Code: "output_unwritable", Message: "output still unwritable: " + err.Error()}
 		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	// The job may have moved meanwhile (cancelled, or resumed by another
+	// call).
+	if err := j.notPausedLocked(); err != nil || j.rec.Status != api.StatusPaused {
+		return err
 	}
 	j.rec.UserPaused = false
 	if j.sj == nil {
@@ -445,6 +454,16 @@ func (j *job) resume() error {
 	j.setStatusLocked(st, "")
 	j.sj.Resume()
 	return nil
+}
+
+// notPausedLocked is resume's answer for a job that is not paused: nil
+// when it runs or waits already, a conflict when it has ended.
+func (j *job) notPausedLocked() error {
+	switch j.rec.Status {
+	case api.StatusPaused, api.StatusRunning, api.StatusQueued:
+		return nil
+	}
+	return conflict(fmt.Sprintf("job %s is %s", j.id, j.rec.Status))
 }
 
 // promote turns a queued job into a running one once the scheduler has
