@@ -48,8 +48,10 @@ type Options struct {
 	SyncEvery    time.Duration // the open shard and errors.jsonl are fsynced at least this often (default 1s)
 	// OnShardClosed is called after a shard is closed and manifest.json
 	// lists it, in shard order, from the goroutine that closed it (a writer
-	// or the sink's timer goroutine), with no lock of the sink held. It must
-	// not block long.
+	// or the sink's timer goroutine, or Sync/Retry/Close's caller), with no
+	// lock of the sink held. It must not block long, and a caller must not
+	// hold a lock OnShardClosed takes across WriteResult, WriteFailure, Sync,
+	// Retry or Close.
 	OnShardClosed func(ShardInfo)
 	Logger        zerolog.Logger
 
