@@ -131,6 +131,10 @@ type srvRate struct {
 	errors   float64
 	running  int
 	seen     bool
+	// zeroAt is the last gauges' time while the generation counter has
+	// only read 0 (a fresh server, or one without the counter).
+	zeroAt   time.Time
+	zeroSeen bool
 	retr     []retrSample
 	// For the ETA (etainput.go): the last gauges' batch and KV cache, and a
 	// history of cumulative per-request decode progress and admissions.
@@ -227,7 +231,21 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 					r.retr = r.retr[1:]
 				}
 			}
+			if g.GenTokensTotal == 0 && !r.seen {
+				r.zeroAt, r.zeroSeen = g.At, true
+			}
 			if g.GenTokensTotal > 0 {
+				if !r.seen && r.zeroSeen && g.At.After(r.zeroAt) {
+					// The counter read 0 until now: a fresh server that has
+					// just started generating. Its first tokens count from
+					// that reading, over the batch now (the first wave ran
+					// the whole interval; a mean with the idle 0 would
+					// halve it). Dropping them cost the first-wave requests
+					// 25–40 % of their progress in a gensim job's first
+					// seconds (docs/eta.md, fourth round).
+					r.lastGen, r.lastAt, r.seen = 0, r.zeroAt, true
+					prevRunning = g.Running
+				}
 				if r.seen && g.At.After(r.lastAt) && g.GenTokensTotal >= r.lastGen {
 					inst := (g.GenTokensTotal - r.lastGen) / g.At.Sub(r.lastAt).Seconds()
 					if r.genRate == 0 {

@@ -278,3 +278,36 @@ func TestCoveringServers(t *testing.T) {
 		}
 	}
 }
+
+// TestThroughputFreshServer: a fresh server's generation counter reads 0
+// until it has generated; the tokens of the first interval after that 0
+// count toward the running requests' progress (over the batch then), so
+// the first wave's requests are not credited a quarter too little.
+func TestThroughputFreshServer(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_000_000, 0)
+	var tp throughput
+	feed := func(i int, running int, gen float64) {
+		g := &api.Gauges{At: t0.Add(time.Duration(i) * 250 * time.Millisecond), Running: running, GenTokensTotal: gen,
+			MaxRunning: 64, MaxTotalTokens: 100000, TokenUsage: 0.1}
+		tp.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 0.25)
+	}
+	feed(0, 0, 0)     // idle, fresh
+	feed(1, 10, 2500) // the job's first wave: 10 requests, 250 tokens each
+	feed(2, 10, 5000)
+	r := tp.srv["a"]
+	if math.Abs(r.progress-500) > 1e-9 {
+		t.Fatalf("progress %v after two intervals of 250 tokens per request, want 500", r.progress)
+	}
+	// A server whose counter is nonzero from the first reading (it ran
+	// before) starts counting at that reading, as before.
+	var tp2 throughput
+	for i, gen := range []float64{7000, 9500, 12000} {
+		g := &api.Gauges{At: t0.Add(time.Duration(i) * 250 * time.Millisecond), Running: 10, GenTokensTotal: gen,
+			MaxRunning: 64, MaxTotalTokens: 100000, TokenUsage: 0.1}
+		tp2.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 0.25)
+	}
+	if p := tp2.srv["a"].progress; math.Abs(p-500) > 1e-9 {
+		t.Fatalf("progress %v for a server that ran before, want 500", p)
+	}
+}
