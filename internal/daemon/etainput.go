@@ -49,8 +49,12 @@ func (r *srvRate) observeGauges(g *api.Gauges) {
 	r.maxRunning = g.MaxRunning
 	r.kvCap = float64(g.MaxTotalTokens)
 	r.kvUsed = g.TokenUsage * float64(g.MaxTotalTokens)
-	if len(r.hist) == 0 {
-		r.hist = append(r.hist, progSample{at: g.At, done: float64(r.doneReq + r.errs), queued: float64(g.Queued),
+	// Until the generation counter first moves, the history is one
+	// sample, the latest reading: interpolating from an older one would
+	// spread the first interval's progress over the idle time before it
+	// (the first wave's requests were credited a third too little).
+	if len(r.hist) == 0 || (!r.seen && len(r.hist) == 1 && g.GenTokensTotal == 0) {
+		r.hist = append(r.hist[:0], progSample{at: g.At, progress: r.progress, done: float64(r.doneReq + r.errs), queued: float64(g.Queued),
 			running: float64(g.Running), kvUsed: g.TokenUsage * float64(g.MaxTotalTokens)})
 	}
 }
@@ -118,6 +122,10 @@ func (r *srvRate) progressAt(t time.Time) float64 {
 	}
 	first := r.hist[0]
 	if !t.After(first.at) {
+		if first.running < 0.5 {
+			// Idle then: a request sent earlier had not started.
+			return first.progress
+		}
 		return first.progress - r.perReqRate*first.at.Sub(t).Seconds()
 	}
 	i := sort.Search(n, func(i int) bool { return r.hist[i].at.After(t) })

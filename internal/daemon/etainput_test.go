@@ -292,12 +292,23 @@ func TestThroughputFreshServer(t *testing.T) {
 			MaxRunning: 64, MaxTotalTokens: 100000, TokenUsage: 0.1}
 		tp.sample([]api.Server{{ServerSpec: api.ServerSpec{Name: "a"}, Gauges: g}}, 0.25)
 	}
-	feed(0, 0, 0)     // idle, fresh
-	feed(1, 10, 2500) // the job's first wave: 10 requests, 250 tokens each
-	feed(2, 10, 5000)
+	for i := 0; i < 8; i++ {
+		feed(i, 0, 0) // idle, fresh: 1.75 s of zero readings
+	}
+	feed(8, 10, 2500) // the job's first wave: 10 requests, 250 tokens each
+	feed(9, 10, 5000)
 	r := tp.srv["a"]
 	if math.Abs(r.progress-500) > 1e-9 {
 		t.Fatalf("progress %v after two intervals of 250 tokens per request, want 500", r.progress)
+	}
+	// A request sent at the last idle reading has made all of it; one
+	// sent a second earlier made no more (the server was idle).
+	lastIdle := t0.Add(7 * 250 * time.Millisecond)
+	now := t0.Add(9 * 250 * time.Millisecond)
+	for _, sent := range []time.Time{lastIdle, lastIdle.Add(-time.Second)} {
+		if got := r.progressAt(now) - r.progressAt(sent); math.Abs(got-500) > 1e-9 {
+			t.Errorf("progress since %v: %v, want 500", sent.Sub(t0), got)
+		}
 	}
 	// A server whose counter is nonzero from the first reading (it ran
 	// before) starts counting at that reading, as before.
