@@ -132,10 +132,10 @@ type srvRate struct {
 	running  int
 	seen     bool
 	// zeroAt is the last gauges' time while the generation counter has
-	// only read 0 (a fresh server, or one without the counter).
-	zeroAt   time.Time
-	zeroSeen bool
-	retr     []retrSample
+	// only read 0 (a fresh server, or one without the counter); zero if
+	// it never has.
+	zeroAt time.Time
+	retr   []retrSample
 	// For the ETA (etainput.go): the last gauges' batch and KV cache, and a
 	// history of cumulative per-request decode progress and admissions.
 	queued      int
@@ -232,10 +232,10 @@ func (t *throughput) sample(servers []api.Server, dt float64) {
 				}
 			}
 			if g.GenTokensTotal == 0 && !r.seen {
-				r.zeroAt, r.zeroSeen = g.At, true
+				r.zeroAt = g.At
 			}
 			if g.GenTokensTotal > 0 {
-				if !r.seen && r.zeroSeen && g.At.After(r.zeroAt) {
+				if !r.seen && !r.zeroAt.IsZero() && g.At.After(r.zeroAt) {
 					// The counter read 0 until now: a fresh server that has
 					// just started generating. Its first tokens count from
 					// that reading, over the batch now (the first wave ran

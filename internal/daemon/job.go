@@ -420,7 +420,7 @@ func (j *job) pause(reason string, user bool) error {
 
 func (j *job) resume() error {
 	j.mu.Lock()
-	if err := j.notPausedLocked(); err != nil || j.rec.Status != api.StatusPaused {
+	if paused, err := j.pausedLocked(); !paused {
 		j.mu.Unlock()
 		return err
 	}
@@ -438,7 +438,7 @@ func (j *job) resume() error {
 	defer j.mu.Unlock()
 	// The job may have moved meanwhile (cancelled, or resumed by another
 	// call).
-	if err := j.notPausedLocked(); err != nil || j.rec.Status != api.StatusPaused {
+	if paused, err := j.pausedLocked(); !paused {
 		return err
 	}
 	j.rec.UserPaused = false
@@ -456,14 +456,17 @@ func (j *job) resume() error {
 	return nil
 }
 
-// notPausedLocked is resume's answer for a job that is not paused: nil
-// when it runs or waits already, a conflict when it has ended.
-func (j *job) notPausedLocked() error {
+// pausedLocked reports whether the job is paused; when it is not, err is
+// resume's answer: nil when it runs or waits already, a conflict when it
+// has ended.
+func (j *job) pausedLocked() (paused bool, err error) {
 	switch j.rec.Status {
-	case api.StatusPaused, api.StatusRunning, api.StatusQueued:
-		return nil
+	case api.StatusPaused:
+		return true, nil
+	case api.StatusRunning, api.StatusQueued:
+		return false, nil
 	}
-	return conflict(fmt.Sprintf("job %s is %s", j.id, j.rec.Status))
+	return false, conflict(fmt.Sprintf("job %s is %s", j.id, j.rec.Status))
 }
 
 // promote turns a queued job into a running one once the scheduler has

@@ -282,8 +282,10 @@ func (e *Estimator) Estimate(s State) Result {
 	ctxFactor := 1.0
 	kvFactor := 1.0
 	fullT, runT, vT := math.Max(e.speed.full, full), running, v
+	var proj kvProjection // the steady state projected from now, unfaded
 	if s.NotStarted > 0 {
-		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean).faded(projWeight(e.youngShare((s.Elapsed - s.RateWindow) * v))); p.ok {
+		proj = e.projectKV(s.Servers, s.PromptTokens+w.eqMean)
+		if p := proj.faded(projWeight(e.youngShare((s.Elapsed - s.RateWindow) * v))); p.ok {
 			runT = running * p.batch
 			fullT = runT
 			vT = v * p.tput / p.batch
@@ -304,8 +306,8 @@ func (e *Estimator) Estimate(s State) Result {
 		vT *= e.smoothMain(s, running*v, w.mean/v)
 		// Once the fleet has settled, the projection calibrated against
 		// the rates measured since (kv.go, calibrated) replaces them.
-		if p := e.projectKV(s.Servers, s.PromptTokens+w.eqMean); p.ok && runT > 0 {
-			if tp, ok := e.calibrated(s, running*v*p.tput, p.tput, v); ok {
+		if proj.ok && runT > 0 {
+			if tp, ok := e.calibrated(s, running*v*proj.tput, proj.tput, v); ok {
 				vT = tp / runT
 			}
 		}
